@@ -1,0 +1,137 @@
+"""One typed settings object for a crawl, from CLI, TOML file and environment.
+
+Precedence, highest first: command-line options, ``TRAWLER_*`` environment
+variables, the TOML file given with ``--config``, the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trawler import __version__
+
+DEFAULT_USER_AGENT = f"Trawler/{__version__} (+https://github.com/trawler-crawler/trawler)"
+
+# Always stripped during normalisation (see urls.py); --strip-param adds more.
+DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_*",
+    "fbclid",
+    "gclid",
+    "dclid",
+    "msclkid",
+    "mc_cid",
+    "mc_eid",
+    "_ga",
+    "yclid",
+)
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message is one line, fit for the user."""
+
+
+class CrawlConfig(BaseModel):
+    """Everything that defines one crawl job. Stored with the job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+    seeds: list[str] = Field(default_factory=list)
+    max_depth: int | None = Field(default=None, ge=0)
+    max_pages: int | None = Field(default=None, ge=1)
+    scope: Literal["host", "domain", "any"] = "host"
+    include: list[str] = Field(default_factory=list)  # URL regexes; empty = all
+    exclude: list[str] = Field(default_factory=list)
+    delay_s: float = Field(default=1.0, ge=0.0)
+    max_crawl_delay_s: float = Field(default=60.0, ge=0.0)  # ceiling for robots Crawl-delay
+    user_agent: str = DEFAULT_USER_AGENT
+    concurrency: int = Field(default=256, ge=1, le=100_000)
+    allow_private: bool = False
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    max_links_per_page: int = Field(default=5000, ge=1)
+    strip_params: list[str] = Field(default_factory=list)  # extra tracking params
+    warc_max_bytes: int = Field(default=1024**3, ge=1024)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _regexes_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+        return patterns
+
+    @property
+    def tracking_params(self) -> tuple[str, ...]:
+        return DEFAULT_TRACKING_PARAMS + tuple(self.strip_params)
+
+
+# CLI option name -> config field, where they differ.
+_FIELD_ALIASES = {"delay": "delay_s", "max_crawl_delay": "max_crawl_delay_s"}
+
+
+def _env_settings(environ: dict[str, str]) -> dict[str, Any]:
+    """``TRAWLER_MAX_DEPTH=3`` → ``{"max_depth": "3"}``; lists are comma-separated."""
+    settings: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith("TRAWLER_"):
+            continue
+        name = key[len("TRAWLER_") :].lower()
+        name = _FIELD_ALIASES.get(name, name)
+        if name not in CrawlConfig.model_fields:
+            continue
+        annotation = str(CrawlConfig.model_fields[name].annotation)
+        if annotation.startswith("list"):
+            settings[name] = [part.strip() for part in value.split(",") if part.strip()]
+        else:
+            settings[name] = value
+    return settings
+
+
+def _toml_settings(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    data = data.get("crawl", data)  # accept a [crawl] table or top-level keys
+    return {_FIELD_ALIASES.get(k.replace("-", "_"), k.replace("-", "_")): v for k, v in data.items()}
+
+
+def build_config(
+    cli: dict[str, Any],
+    config_file: Path | None = None,
+    environ: dict[str, str] | None = None,
+    base: CrawlConfig | None = None,
+) -> CrawlConfig:
+    """Merge the layers into a validated CrawlConfig, or raise ConfigError.
+
+    ``cli`` holds only the options the user actually gave (None = not given).
+    ``base`` (a stored job's config) sits below everything else when resuming.
+    """
+    merged: dict[str, Any] = base.model_dump() if base else {}
+    if config_file is not None:
+        merged.update(_toml_settings(config_file))
+    merged.update(_env_settings(dict(os.environ) if environ is None else environ))
+    merged.update({k: v for k, v in cli.items() if v is not None and v != [] and v != ()})
+    try:
+        return CrawlConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "config"
+    option = "--" + where.removesuffix("_s").replace("_", "-")
+    return f"invalid {option}: {err['msg']}"

@@ -1,0 +1,111 @@
+"""Records that cross stage boundaries.
+
+Every stage between the fetcher and the backends is a pure function over
+these small slotted dataclasses (DESIGN.md, "The flow of one URL").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class CrawlRequest:
+    """One URL handed out by the frontier (leased until acknowledged)."""
+
+    url: str  # normalised absolute URL
+    depth: int  # seeds are depth 0
+    parent_url: str | None = None
+    attempts: int = 0  # fetch attempts made before this one
+    id: int | None = None  # the frontier's own handle for ack / release
+
+
+@dataclass(slots=True)
+class Hop:
+    """One redirect hop: the URL asked for and the status it answered with."""
+
+    url: str
+    status: int
+    location: str | None = None
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """What the fetcher got for one request, success or failure.
+
+    ``body`` is the payload with Content-Encoding removed (what the parser
+    reads); ``raw_body`` is the payload as sent on the wire (what the WARC
+    response record keeps, next to the original headers).
+    """
+
+    url: str  # the URL asked for (first hop)
+    final_url: str  # the URL that answered after redirects
+    status: int | None = None  # HTTP status of the final hop; None when no response
+    headers: list[tuple[str, str]] = field(default_factory=list)  # final hop, raw order
+    content_type: str | None = None  # media type, lowercased, without parameters
+    charset: str | None = None  # charset parameter of Content-Type, if any
+    body: bytes = b""
+    raw_body: bytes = b""
+    http_version: str = "1.1"
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    redirects: list[Hop] = field(default_factory=list)
+    ip_address: str | None = None
+    error: str | None = None  # short code: dns, connect, timeout, too_large, ...
+    error_detail: str | None = None
+    started_at: float = 0.0  # wall clock (time.time()) when the request started
+    duration_s: float = 0.0
+    retry_after_s: float | None = None  # from a 429/503 Retry-After header
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+
+@dataclass(slots=True)
+class Link:
+    """A link found on a page, resolved against the page's base URL."""
+
+    url: str  # absolute, not yet normalised
+    nofollow: bool = False
+
+
+@dataclass(slots=True)
+class ParsedPage:
+    """What the parser extracted from one HTML document."""
+
+    title: str | None = None
+    description: str | None = None
+    keywords: str | None = None
+    text: str = ""
+    links: list[Link] = field(default_factory=list)
+    canonical: str | None = None  # absolute URL from <link rel=canonical>
+    base_href: str | None = None
+    meta_robots: frozenset[str] = frozenset()  # e.g. {"noindex", "nofollow"}
+    charset: str | None = None  # the charset the body was decoded with
+
+
+@dataclass(slots=True)
+class PageRecord:
+    """One row of page metadata, as the store keeps it and export writes it."""
+
+    url: str
+    final_url: str
+    status: int | None
+    content_type: str | None
+    content_length: int
+    depth: int
+    parent_url: str | None
+    title: str | None
+    description: str | None
+    keywords: str | None
+    text: str | None
+    links_count: int
+    content_sha256: str | None
+    fetched_at: float
+    fetch_duration_s: float
+    error: str | None
+    warc_file: str | None = None
+    warc_offset: int | None = None
+    canonical: str | None = None
+    noindex: bool = False
+    attempts: int = 1
