@@ -105,7 +105,9 @@ def _toml_settings(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     data = data.get("crawl", data)  # accept a [crawl] table or top-level keys
-    return {_FIELD_ALIASES.get(k.replace("-", "_"), k.replace("-", "_")): v for k, v in data.items()}
+    return {
+        _FIELD_ALIASES.get(k.replace("-", "_"), k.replace("-", "_")): v for k, v in data.items()
+    }
 
 
 def build_config(

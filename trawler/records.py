@@ -16,8 +16,9 @@ class CrawlRequest:
     url: str  # normalised absolute URL
     depth: int  # seeds are depth 0
     parent_url: str | None = None
+    host: str = ""  # politeness key: host[:port] (urls.host_key)
+    fp: int = 0  # 64-bit fingerprint of url (dedup.url_fingerprint): the seen-set key
     attempts: int = 0  # fetch attempts made before this one
-    id: int | None = None  # the frontier's own handle for ack / release
 
 
 @dataclass(slots=True)

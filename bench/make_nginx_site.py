@@ -1,0 +1,147 @@
+"""Write the generated test web (trawler.sitegen) as static files plus an nginx.conf.
+
+    python bench/make_nginx_site.py --hosts 1000 --pages 20 --port 8800 --out bench/work/site
+
+Layout under --out::
+
+    nginx.conf              one server block per host address
+    logs/access.log         JSON lines (see LOG_FORMAT); logs/error.log; nginx.pid
+    tmp/                    nginx temp paths
+    127.0.1.1/index.html    "/" of host 0
+    127.0.1.1/p/3.html      /p/3.html
+    127.0.1.1/list/2.html   /list.html?page=2&sort=asc (mapped with try_files)
+    127.0.1.1/files/0.pdf   ...
+
+nginx serves the same bytes as ``python -m trawler.testsite`` with the same
+spec, so Site.reachable()/forbidden() hold for both. Start and stop it with
+bench/nginx.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from trawler.sitegen import Site, SiteSpec  # noqa: E402
+
+# nginx logs when the response is done: $msec is that time, so the request
+# arrived at t - rt. Field names otherwise match trawler.testsite's log.
+LOG_FORMAT = (
+    '\'{"t":$msec,"rt":$request_time,"host":"$server_addr:$server_port",'
+    '"method":"$request_method","path":"$request_uri","request":"$request",'
+    '"status":$status,"bytes":$body_bytes_sent,"ua":"$http_user_agent"}\''
+)
+
+HTTP_BLOCK = """\
+{user}worker_processes {workers};
+worker_rlimit_nofile 65536;
+pid {out}/nginx.pid;
+error_log {out}/logs/error.log warn;
+
+events {{
+    worker_connections 16384;
+}}
+
+http {{
+    types {{
+        text/html html;
+        text/plain txt;
+        application/xml xml;
+        application/pdf pdf;
+        image/jpeg jpg;
+    }}
+    default_type application/octet-stream;
+    charset utf-8;
+    charset_types text/plain;  # text/html is always included
+    log_format trawler escape=json {log_format};
+    access_log {out}/logs/access.log trawler;
+    client_body_temp_path {out}/tmp/body;
+    proxy_temp_path {out}/tmp/proxy;
+    fastcgi_temp_path {out}/tmp/fastcgi;
+    uwsgi_temp_path {out}/tmp/uwsgi;
+    scgi_temp_path {out}/tmp/scgi;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    server_tokens off;
+    open_file_cache max=100000 inactive=60s;
+
+{servers}}}
+"""
+
+SERVER_BLOCK = """\
+    server {{
+        listen {address}:{port} backlog=4096;
+        root {out}/{address};
+        location = /list.html {{
+            if ($arg_page !~ "^[1-9][0-9]*$") {{ return 404; }}
+            try_files /list/$arg_page.html =404;
+        }}
+        location /list/ {{ internal; }}
+    }}
+"""
+
+
+def file_for(path: str) -> str:
+    """URL path (normalised query) → file path relative to the host's root."""
+    if path == "/":
+        return "index.html"
+    if path.startswith("/list.html?"):
+        page = path.split("page=", 1)[1].split("&", 1)[0]
+        return f"list/{page}.html"
+    return path.lstrip("/")
+
+
+def write_host(site: Site, i: int, root: Path) -> int:
+    count = 0
+    for path in site.paths(i):
+        response = site.page(i, path)
+        assert response is not None and response.status == 200, path
+        target = root / file_for(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(response.body)
+        count += 1
+    return count
+
+
+def nginx_conf(site: Site, out: Path, workers: str) -> str:
+    servers = "".join(
+        SERVER_BLOCK.format(address=site.address(i), port=site.spec.port, out=out)
+        for i in range(site.spec.hosts)
+    )
+    # As root, workers would drop to the build's default user (www-data), which
+    # may not read a checkout under a private home: keep them as the caller.
+    user = "user root root;\n" if os.geteuid() == 0 else ""
+    return HTTP_BLOCK.format(
+        user=user, workers=workers, out=out, log_format=LOG_FORMAT, servers=servers
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=20)
+    parser.add_argument("--port", type=int, default=8800)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", default="1", help="worker_processes: a number or auto")
+    parser.add_argument("--out", type=Path, default=Path("bench/work/site"))
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    site = Site(SiteSpec(hosts=args.hosts, pages=args.pages, port=args.port, seed=args.seed))
+    for i in range(site.spec.hosts):
+        shutil.rmtree(out / site.address(i), ignore_errors=True)
+    files = sum(write_host(site, i, out / site.address(i)) for i in range(site.spec.hosts))
+    for sub in ("logs", "tmp"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    (out / "nginx.conf").write_text(nginx_conf(site, out, args.workers), encoding="utf-8")
+    (out / "seeds.txt").write_text("\n".join(site.seeds()) + "\n", encoding="utf-8")
+    print(f"wrote {files} files for {site.spec.hosts} hosts and {out / 'nginx.conf'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""The `trawler` command: crawl, export, stats, robots, testsite.
+
+The CLI sits on top of everything and decides nothing about crawling; it
+turns options into a CrawlConfig, picks the data directory, and reports.
+Bad options print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trawler.config import ConfigError, CrawlConfig, build_config
+from trawler.progress import progress_reporter
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Trawler: a polite, fast, crash-safe web crawler.",
+)
+
+DataOpt = Annotated[
+    Path, typer.Option("--data", envvar="TRAWLER_DATA", help="Crawl data directory.")
+]
+DEFAULT_DATA = Path("trawler-data")
+
+
+class Scope(StrEnum):
+    host = "host"
+    domain = "domain"
+    any = "any"
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+def fail(message: str, code: int = 2) -> None:
+    """One line on stderr, then exit (2: bad usage or options)."""
+    typer.echo(f"trawler: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def crawl(
+    seeds: Annotated[list[str] | None, typer.Argument(help="Seed URLs.", show_default=False)] = None,
+    data: DataOpt = DEFAULT_DATA,
+    seeds_file: Annotated[Path | None, typer.Option(help="File with one seed URL a line.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of crawl options.")] = None,
+    max_depth: Annotated[int | None, typer.Option(help="Link hops from the seeds (seeds: 0).")] = None,
+    max_pages: Annotated[int | None, typer.Option(help="Stop after this many pages.")] = None,
+    scope: Annotated[Scope | None, typer.Option(help="Follow links on the seeds' host, registrable domain, or anywhere.")] = None,
+    include: Annotated[list[str] | None, typer.Option(help="Only URLs matching this regex (repeatable).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Never URLs matching this regex (repeatable).")] = None,
+    delay: Annotated[float | None, typer.Option(help="Seconds between two requests to one host [1.0].")] = None,
+    max_crawl_delay: Annotated[float | None, typer.Option(help="Ceiling for robots.txt Crawl-delay [60].")] = None,
+    user_agent: Annotated[str | None, typer.Option(help="User-Agent header.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight across all hosts [256].")] = None,
+    allow_private: Annotated[bool | None, typer.Option("--allow-private", help="Allow fetching loopback/private addresses.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Total seconds per request [30].")] = None,
+    connect_timeout: Annotated[float | None, typer.Option(help="Seconds to connect [10].")] = None,
+    max_bytes: Annotated[int | None, typer.Option(help="Body size cap in bytes [10 MB].")] = None,
+    strip_param: Annotated[list[str] | None, typer.Option(help="Extra query parameter to strip (repeatable; 'x_*' = prefix).")] = None,
+    warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+) -> None:  # fmt: skip
+    """Crawl from seed URLs into DATA; resumes the unfinished job already in DATA."""
+    from trawler.engine import Crawler
+    from trawler.store.embedded import EmbeddedBackend
+
+    cli: dict[str, Any] = {
+        "max_depth": max_depth, "max_pages": max_pages, "scope": scope.value if scope else None,
+        "include": include, "exclude": exclude, "delay_s": delay, "max_crawl_delay_s": max_crawl_delay,
+        "user_agent": user_agent, "concurrency": concurrency, "allow_private": allow_private,
+        "timeout_s": timeout, "connect_timeout_s": connect_timeout, "max_bytes": max_bytes,
+        "strip_params": strip_param, "warc_max_bytes": warc_max_bytes,
+    }  # fmt: skip
+    new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
+    try:
+        backend = EmbeddedBackend(data)
+    except OSError as exc:
+        fail(f"cannot use data directory {data}: {exc.strerror or exc}", 1)
+    job = backend.store.current_job()
+    stored = job[1] if job else None
+    try:
+        cfg = build_config(cli, config, base=stored)
+    except ConfigError as exc:
+        fail(str(exc))
+    cfg.seeds = _merge_seeds(cfg.seeds, new_seeds)
+    if job is None and not cfg.seeds:
+        fail("no seed URLs given (arguments, --seeds-file or --config)")
+    if job is not None and job[2] == "finished" and not set(new_seeds) - set(job[1].seeds):
+        typer.echo(f"job {job[0]} in {data} is already finished; nothing to do")
+        return
+    job_id = _start_job(backend, job, cfg)
+    stored_pages = backend.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+    if not quiet:
+        verb = "resuming" if job else "starting"
+        typer.echo(f"{verb} job {job_id} in {data}: {len(cfg.seeds)} seed(s)", err=True)
+    with progress_reporter(quiet) as report:
+        crawler = Crawler(cfg, backend, on_progress=report)
+        complete = asyncio.run(_run(crawler, stored_pages))
+    state = "finished" if complete else "stopped"
+    _finish_job(data, job_id, state)
+    if not quiet:
+        typer.echo(
+            f"{state}: {crawler.pages_stored} pages stored, {crawler.errors} errors in this run;"
+            f" data in {data}", err=True,
+        )  # fmt: skip
+
+
+def _read_seeds_file(path: Path | None) -> list[str]:
+    if path is None:
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        fail(f"cannot read --seeds-file {path}: {exc.strerror}")
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _merge_seeds(old: list[str], new: list[str]) -> list[str]:
+    from trawler.urls import normalise
+
+    for seed in new:
+        if normalise(seed, ()) is None:
+            fail(f"not an http(s) URL: {seed!r}")
+    return list(dict.fromkeys(old + new))
+
+
+def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig) -> str:
+    if job is None:
+        return backend.store.create_job(cfg)
+    backend.store.update_job(job[0], config=cfg, state="running")
+    return job[0]
+
+
+def _finish_job(data: Path, job_id: str, state: str) -> None:
+    from trawler.store.sqlite import SqliteStore, connect
+
+    conn = connect(data)
+    try:
+        SqliteStore(conn).update_job(job_id, state=state)
+    finally:
+        conn.close()
+
+
+async def _run(crawler: Any, stored_pages: int) -> bool:
+    """Run the crawl; SIGINT/SIGTERM stop it cleanly, a second one cuts the grace short."""
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            crawler.stop()
+        elif main_task is not None:
+            main_task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        return await crawler.run(stored_pages)
+    except asyncio.CancelledError:
+        return False
+
+
+@app.command()
+def export(
+    data: DataOpt = DEFAULT_DATA,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+    include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
+) -> None:  # fmt: skip
+    """Write one row per fetched URL (streaming) as JSON lines or CSV."""
+    from trawler.export import write_export
+    from trawler.store.sqlite import connect
+
+    try:
+        conn = connect(data, readonly=True)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout  # noqa: SIM115
+    try:
+        count = write_export(conn, out, format.value, include_noindex)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    finally:
+        if output:
+            out.close()
+        conn.close()
+    if output:
+        typer.echo(f"{count} rows written to {output}", err=True)
+
+
+@app.command()
+def stats(
+    data: DataOpt = DEFAULT_DATA,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
+    from trawler.progress import print_stats
+    from trawler.store.sqlite import connect, read_stats
+
+    try:
+        conn = connect(data, readonly=True)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    numbers = read_stats(conn)
+    conn.close()
+    if as_json:
+        typer.echo(json.dumps(numbers, indent=2))
+    else:
+        print_stats(numbers)
+
+
+@app.command()
+def testsite(
+    hosts: Annotated[int, typer.Option(min=1, max=60000, help="Number of hosts.")] = 20,
+    pages: Annotated[int, typer.Option(min=1, help="Pages per host.")] = 50,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on every host address.")] = 8800,
+    access_log: Annotated[Path | None, typer.Option(help="Write a JSON-lines access log here.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed of the generated site.")] = 1,
+) -> None:  # fmt: skip
+    """Serve a generated multi-host test web on loopback addresses (127.0.x.y)."""
+    from trawler.testsite import run_testsite
+
+    try:
+        run_testsite(hosts, pages, port, access_log, seed)
+    except OSError as exc:
+        fail(f"cannot listen on port {port}: {exc.strerror or exc}", 1)
+
+
+def main() -> None:
+    """Entry point: click errors become one line and exit code 2."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    command = typer.main.get_command(app)
+    try:
+        args = sys.argv[1:] or ["--help"]
+        exit_code = command.main(args, prog_name="trawler", standalone_mode=False)
+    except typer.TyperException as exc:  # click's errors (vendored by Typer) derive from it
+        code = getattr(exc, "exit_code", 2)
+        message = " ".join(exc.format_message().split()) if code == 2 else exc.format_message()
+        print(f"trawler: error: {message}" if code == 2 else message, file=sys.stderr)
+        sys.exit(code)
+    except typer.Abort:
+        sys.exit(130)
+    # Without standalone mode click returns the code of typer.Exit instead of exiting.
+    sys.exit(exit_code if isinstance(exit_code, int) else 0)

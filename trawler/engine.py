@@ -1,0 +1,334 @@
+"""The crawl loop: wires frontier, fetcher, parser, link filter and store.
+
+It decides no policy of its own (STYLE.md rule 1): robots verdicts come from
+robots.py/robotscache.py, scope and traps from urls.py via linkfilter.py,
+spacing from politeness.py, what a response means for the page from
+outcome.py. It only orders the steps and owns the commit cadence.
+
+One task per leased URL, at most ``concurrency`` at once. A task holds its
+host's politeness slot from lease to finish, so one request is in flight per
+host, robots.txt and same-host redirect hops included. Results collect in a
+batch that a commit task makes durable every ``COMMIT_INTERVAL_S``; only
+then are discovered URLs scheduled and leases acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+from functools import partial
+
+from trawler.config import CrawlConfig
+from trawler.fetch import Fetcher
+from trawler.linkfilter import LinkFilter
+from trawler.outcome import REDIRECT_ELSEWHERE, page_outcome
+from trawler.records import CrawlRequest, FetchResult
+from trawler.robots import user_agent_token
+from trawler.robotscache import RobotsEntry, entry_from_fetch
+from trawler.store.embedded import CommitBatch, EmbeddedBackend
+from trawler.urls import Normaliser, Scope, TrapRules, host_key, origin
+
+log = logging.getLogger("trawler")
+
+COMMIT_INTERVAL_S = 0.25
+COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Verdict(Enum):
+    ALLOW = "allow"
+    DISALLOW = "disallow"
+    LATER = "later"  # robots.txt unavailable for now: try the URL again later
+    UNAVAILABLE = "unavailable"  # robots.txt never became available
+    FAILED = "failed"  # the origin cannot be fetched at all (dns, private address)
+
+
+@dataclass(slots=True)
+class Progress:
+    pages: int
+    pages_per_s: float
+    queued: int
+    active_hosts: int
+    errors: int
+    elapsed_s: float
+
+
+class Crawler:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        backend: EmbeddedBackend,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.on_progress = on_progress
+        self.normalise = Normaliser(config.tracking_params)
+        self.scope = Scope(config.scope, config.seeds, config.include, config.exclude)
+        self.links = LinkFilter(
+            self.normalise, self.scope, TrapRules(), config.max_depth, self._robots_allows
+        )
+        self.agent_token = user_agent_token(config.user_agent)
+        self.fetcher = Fetcher(config)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
+        self._robots: dict[str, RobotsEntry] = {}
+        self._batch = CommitBatch()
+        self._counters: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._commit_wanted = asyncio.Event()
+        self._stopping = False
+        self._fatal: BaseException | None = None
+        self.pages_stored = 0  # committed pages, including those of earlier runs
+        self.errors = 0
+        self.exhausted = False
+
+    # -- public ------------------------------------------------------------------
+    async def run(self, stored_before: int) -> bool:
+        """Crawl until done, stopped or the page budget is spent; True when complete."""
+        loop = asyncio.get_running_loop()
+        self.pages_stored = stored_before
+        self.frontier = await loop.run_in_executor(
+            self._writer, self.backend.open_crawl, self.config
+        )
+        self._add_seeds()
+        await self._commit()
+        await self.fetcher.start()
+        committer = asyncio.create_task(self._commit_loop())
+        reporter = asyncio.create_task(self._report_loop()) if self.on_progress else None
+        try:
+            await self._dispatch()
+            await self._drain()
+        finally:
+            self._stopping = True
+            self._commit_wanted.set()
+            await committer
+            if reporter:
+                reporter.cancel()
+            await self.fetcher.close()
+            await loop.run_in_executor(self._writer, self.backend.close)
+            self._writer.shutdown()
+        if self._fatal is not None:
+            raise self._fatal
+        return self.exhausted or self._budget_spent()
+
+    def stop(self) -> None:
+        """Stop taking new URLs; in-flight ones finish or are handed back."""
+        if not self._stopping:
+            log.info("stopping: finishing requests in flight")
+            self._stopping = True
+            self.frontier.close()
+
+    # -- dispatch ------------------------------------------------------------------
+    async def _dispatch(self) -> None:
+        limit = asyncio.Semaphore(self.config.concurrency)
+        while not self._stopping:
+            await limit.acquire()
+            if not await self._within_budget():
+                limit.release()
+                return
+            request = await self.frontier.next()
+            if request is None:
+                limit.release()
+                self.exhausted = not self._stopping
+                return
+            task = asyncio.create_task(self._process(request))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda _t: limit.release())
+
+    async def _within_budget(self) -> bool:
+        """Wait while in-flight pages could still use up --max-pages."""
+        max_pages = self.config.max_pages
+        while max_pages is not None and not self._stopping:
+            if self._budget_spent():
+                return False
+            if self._pages_counted() + len(self._tasks) < max_pages:
+                return True
+            await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+        return not self._stopping
+
+    def _pages_counted(self) -> int:
+        return self.pages_stored + len(self._batch.fetched)
+
+    def _budget_spent(self) -> bool:
+        max_pages = self.config.max_pages
+        return max_pages is not None and self._pages_counted() >= max_pages
+
+    async def _drain(self) -> None:
+        """Let in-flight requests finish (bounded when stopping), then cancel the rest."""
+        if not self._tasks:
+            return
+        _done, pending = await asyncio.wait(
+            set(self._tasks), timeout=SHUTDOWN_GRACE_S if self._stopping else None
+        )
+        for task in pending:  # their URLs stay queued: fetched again on resume
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    # -- one URL -------------------------------------------------------------------
+    async def _process(self, request: CrawlRequest) -> None:
+        host = request.host
+        try:
+            verdict = await self._robots_verdict(request.url, host)
+            if verdict is Verdict.LATER:
+                self.frontier.hand_back(request, self._robots_retry_in(request.url))
+                return
+            if verdict is Verdict.FAILED:  # the origin cannot be fetched (dns, private)
+                self._record(request, self._robots_failure(request.url))
+                return
+            if verdict is not Verdict.ALLOW:
+                reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
+                self._batch.skipped.append((request, reason))
+                return
+            await self.frontier.wait_host_ready(host)
+            result = await self.fetcher.fetch(
+                request.url,
+                hop_check=partial(self._hop_check, host),
+                on_sent=partial(self.frontier.record_sent, host),
+            )
+            self._record(request, result)
+        except Exception as exc:  # a bug must cost one URL, never the crawl
+            log.exception("internal error on %s", request.url)
+            self._record(request, _internal_error(request.url, exc))
+        finally:
+            self.frontier.finish_host(host)
+
+    def _record(self, request: CrawlRequest, result: FetchResult) -> None:
+        outcome = page_outcome(request, result, self.config, self.agent_token)
+        if outcome.page.error is not None:
+            self.errors += 1
+        discovered = self.links.requests_for(outcome.links, request.url, request.depth + 1)
+        if outcome.redirect_to is not None:
+            discovered += self._redirect_request(outcome.redirect_to, request)
+        self._batch.fetched.append((request, result, outcome.page))
+        self._batch.new_requests += self.frontier.filter_new(discovered)
+        if len(self._batch) >= COMMIT_MAX_ITEMS:
+            self._commit_wanted.set()
+
+    def _redirect_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
+        """A redirect not followed inline is crawled as a URL of its own, same depth."""
+        url = self.normalise(target)
+        if url is None or self.links.reject_reason(url) is not None:
+            return []
+        return [self.links.request(url, request.depth, request.url)]
+
+    async def _hop_check(self, held_host: str, target: str) -> str | None:
+        """Vet a redirect hop; same-host, unseen targets are followed inline."""
+        url = self.normalise(target)
+        if url is None:
+            return "bad_redirect"
+        if not self.scope.allows(url):
+            return "out_of_scope"
+        hop = self.links.request(url, 0, None)
+        if hop.host != held_host or not self.frontier.filter_new([hop]):
+            return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
+        verdict = await self._robots_verdict(url, held_host)
+        if verdict is not Verdict.ALLOW:
+            return "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
+        await self.frontier.wait_host_ready(held_host)
+        return None
+
+    # -- robots.txt ------------------------------------------------------------------
+    async def _robots_verdict(self, url: str, host: str) -> Verdict:
+        """The robots.txt verdict for ``url``, fetching robots.txt (under the
+        host's slot, which the caller holds) when it is missing or stale."""
+        site = origin(url)
+        entry = self._robots.get(site)
+        if entry is None or entry.expired(time.monotonic()):
+            await self.frontier.wait_host_ready(host)
+            result = await self.fetcher.fetch_robots(
+                site + "/robots.txt", on_sent=partial(self.frontier.record_sent, host)
+            )
+            entry = entry_from_fetch(result, self.config.user_agent, time.monotonic(), entry)
+            self._robots[site] = entry
+            self._counters["robots.fetched"] += 1
+            self.frontier.set_crawl_delay(host, entry.rules.crawl_delay)
+        if entry.fatal_error is not None:
+            return Verdict.FAILED
+        if entry.unavailable:
+            return Verdict.UNAVAILABLE if entry.gave_up else Verdict.LATER
+        return Verdict.ALLOW if entry.rules.allowed(url) else Verdict.DISALLOW
+
+    def _robots_failure(self, url: str) -> FetchResult:
+        error = self._robots[origin(url)].fatal_error
+        return FetchResult(url, url, error=error, error_detail=f"robots.txt fetch failed: {error}")
+
+    def _robots_retry_in(self, url: str) -> float:
+        entry = self._robots[origin(url)]
+        return max(entry.retry_at - time.monotonic(), 0.0)
+
+    def _robots_allows(self, url: str) -> bool | None:
+        """Cached verdict for the link filter; None when robots.txt is not known yet."""
+        entry = self._robots.get(origin(url))
+        if entry is None or entry.unavailable:
+            return None
+        return entry.rules.allowed(url)
+
+    # -- seeds, commits, progress ----------------------------------------------------
+    def _add_seeds(self) -> None:
+        seeds = []
+        for seed in self.config.seeds:
+            url = self.normalise(seed)
+            if url is not None:
+                seeds.append(self.links.request(url, 0, None))
+        self._batch.new_requests += self.frontier.filter_new(seeds)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._commit_wanted.wait(), COMMIT_INTERVAL_S)
+            self._commit_wanted.clear()
+            final = self._stopping and not self._tasks
+            try:
+                await self._commit()
+            except Exception as exc:  # disk full, unwritable directory: stop, lose nothing
+                log.error("cannot commit to the store: %s", exc)
+                self._fatal = exc
+                self.stop()
+                return
+            if final:
+                return
+
+    async def _commit(self) -> None:
+        batch, self._batch = self._batch, CommitBatch()
+        batch.counters = {f"rejected.{k}": v for k, v in self.links.rejected.items()}
+        batch.counters.update(self._counters)
+        self.links.rejected.clear()
+        self._counters.clear()
+        if not len(batch):
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, self.backend.commit, batch)
+        self.pages_stored += len(batch.fetched)
+        self.frontier.enqueue(batch.new_requests)
+        self.frontier.ack(batch.acked)
+
+    async def _report_loop(self) -> None:
+        assert self.on_progress is not None
+        started, last_pages, last_t = time.monotonic(), self.pages_stored, time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            now, pages = time.monotonic(), self._pages_counted()
+            rate = (pages - last_pages) / (now - last_t)
+            last_pages, last_t = pages, now
+            frontier = self.frontier
+            snapshot = Progress(
+                pages, rate, frontier.queued, frontier.active_hosts, self.errors, now - started
+            )
+            self.on_progress(snapshot)
+
+
+def _internal_error(url: str, exc: Exception) -> FetchResult:
+    detail = f"{type(exc).__name__}: {exc}"
+    return FetchResult(url, url, error="internal", error_detail=" ".join(detail.split()))
+
+
+__all__ = ["Crawler", "Progress", "host_key"]

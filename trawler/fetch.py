@@ -1,0 +1,349 @@
+"""The fetcher: one HTTP GET, with its redirects, caps and guards, into a FetchResult.
+
+This and the backends are the only modules that do network I/O. Everything a
+response can do wrong — redirect loops, endless bodies, gzip bombs, slow or
+vanishing servers, private addresses — ends as an error code on the
+FetchResult; fetch() never raises (except on cancellation).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urljoin
+
+import aiohttp
+import brotli
+from aiohttp.abc import AbstractResolver
+from yarl import URL
+
+from trawler.config import CrawlConfig
+from trawler.netguard import GuardedResolver, PrivateAddressError, check_literal_host
+from trawler.records import FetchResult, Hop
+
+log = logging.getLogger(__name__)
+
+HopCheck = Callable[[str], Awaitable[str | None]]
+OnSent = Callable[[float], None]
+
+ROBOTS_MAX_BYTES = 512 * 1024
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five consecutive redirects
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# A redirect's own body is read (to keep the connection alive) only when this small.
+_DRAIN_MAX_BYTES = 64 * 1024
+_DNS_TTL_S = 300
+_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+class FetchError(Exception):
+    """A fetch failed for a reason of ours; ``code`` goes to FetchResult.error."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class _PeerResponse(aiohttp.ClientResponse):
+    """Remembers the peer address: a small body releases the connection before we see it."""
+
+    peername: Any = None
+
+    async def start(self, connection: Any) -> aiohttp.ClientResponse:
+        transport = connection.transport
+        if transport is not None:
+            self.peername = transport.get_extra_info("peername")
+        return await super().start(connection)
+
+
+async def _on_headers_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    # The request line and headers are handed to the transport right after
+    # this hook returns, with no await in between (aiohttp 3.14 client_reqrep).
+    on_sent = ctx.trace_request_ctx
+    if on_sent is not None:
+        on_sent(time.monotonic())
+
+
+class Fetcher:
+    """Owns one aiohttp ClientSession; start() before fetching, close() after."""
+
+    def __init__(self, config: CrawlConfig, *, resolver: AbstractResolver | None = None) -> None:
+        """``resolver`` replaces the system resolver (tests pass a stub); it is
+        wrapped by the private-address guard unless ``config.allow_private``."""
+        self._config = config
+        self._resolver = resolver
+        self._session: aiohttp.ClientSession | None = None
+        self._default_timeout = self._timeout(config.timeout_s)
+
+    async def start(self) -> None:
+        config = self._config
+        resolver = self._resolver or aiohttp.DefaultResolver()
+        if not config.allow_private:
+            resolver = GuardedResolver(resolver)
+        connector = aiohttp.TCPConnector(
+            limit=config.concurrency,
+            limit_per_host=0,  # politeness is the frontier's job
+            ttl_dns_cache=_DNS_TTL_S,
+            resolver=resolver,
+        )
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(_on_headers_sent)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={
+                "User-Agent": config.user_agent,
+                "Accept": _ACCEPT,
+                "Accept-Encoding": "gzip, deflate, br",
+            },
+            timeout=self._default_timeout,
+            auto_decompress=False,  # we decode ourselves, to cap the decoded size
+            cookie_jar=aiohttp.DummyCookieJar(),  # no state between pages or hosts
+            trace_configs=[trace],
+            response_class=_PeerResponse,
+            trust_env=False,  # never pick up a proxy from the environment
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(
+            total=total_s,
+            sock_connect=self._config.connect_timeout_s,
+            sock_read=self._config.timeout_s,
+        )
+
+    async def fetch(
+        self, url: str, hop_check: HopCheck | None = None, on_sent: OnSent | None = None
+    ) -> FetchResult:
+        """GET ``url``, following redirects; ``hop_check(target)`` may veto each hop
+        by returning a reason; ``on_sent(monotonic)`` is called as each hop's
+        request goes out."""
+        return await self._fetch(
+            url, hop_check, on_sent, self._config.max_redirects, self._config.max_bytes
+        )
+
+    async def fetch_robots(self, url: str, on_sent: OnSent | None = None) -> FetchResult:
+        """GET a robots.txt: five redirects, 512 KiB, only the private-address guard."""
+        return await self._fetch(url, None, on_sent, ROBOTS_MAX_REDIRECTS, ROBOTS_MAX_BYTES)
+
+    async def _fetch(
+        self,
+        url: str,
+        hop_check: HopCheck | None,
+        on_sent: OnSent | None,
+        max_redirects: int,
+        max_bytes: int,
+    ) -> FetchResult:
+        result = FetchResult(url=url, final_url=url, started_at=time.time())
+        started = time.monotonic()
+        try:
+            await self._follow(result, hop_check, on_sent, max_redirects, max_bytes)
+        except Exception as exc:  # fetch() never raises; CancelledError is not an Exception
+            result.error, detail = classify_error(exc)
+            result.error_detail = " ".join(detail.split())  # one line
+        result.duration_s = time.monotonic() - started
+        return result
+
+    async def _follow(
+        self,
+        result: FetchResult,
+        hop_check: HopCheck | None,
+        on_sent: OnSent | None,
+        max_redirects: int,
+        max_bytes: int,
+    ) -> None:
+        assert self._session is not None, "Fetcher.start() was not called"
+        deadline = time.monotonic() + self._config.timeout_s
+        timeout = None  # the session default covers the first hop
+        seen = {result.url}
+        while True:
+            location = await self._request(result, on_sent, max_bytes, timeout)
+            if location is None:
+                return
+            target = _redirect_target(result, location, seen, max_redirects)
+            if hop_check is not None:
+                reason = await hop_check(target)
+                if reason is not None:
+                    result.final_url = target
+                    raise FetchError(reason, f"redirect to {target} refused: {reason}")
+            seen.add(target)
+            result.final_url = target
+            # One time budget for the whole chain, not one per hop.
+            timeout = self._timeout(max(deadline - time.monotonic(), 0.001))
+
+    async def _request(
+        self,
+        result: FetchResult,
+        on_sent: OnSent | None,
+        max_bytes: int,
+        timeout: aiohttp.ClientTimeout | None,
+    ) -> str | None:
+        """One hop. Returns the Location to follow, or None once the final response is read."""
+        assert self._session is not None
+        url = URL(result.final_url)
+        if not self._config.allow_private and url.raw_host:
+            check_literal_host(url.raw_host)  # IP literals never reach the resolver
+        async with self._session.get(
+            url,
+            allow_redirects=False,
+            trace_request_ctx=on_sent,
+            timeout=timeout or self._default_timeout,
+        ) as resp:
+            _record_response(result, resp)
+            location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
+            if location is not None:
+                result.redirects.append(Hop(result.final_url, resp.status, location))
+                if resp.content_length is not None and resp.content_length <= _DRAIN_MAX_BYTES:
+                    await resp.read()  # cheap, and keeps the connection reusable
+                return location
+            result.raw_body = await _read_body(resp, max_bytes)
+        result.body = decode_body(result.raw_body, resp.headers.get("Content-Encoding"), max_bytes)
+        return None
+
+
+def _record_response(result: FetchResult, resp: aiohttp.ClientResponse) -> None:
+    """Status line, headers and peer of this hop (the last hop's values stay)."""
+    result.status = resp.status
+    result.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+    result.http_version = f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1"
+    result.request_headers = list(resp.request_info.headers.items())
+    peer = getattr(resp, "peername", None)
+    result.ip_address = peer[0] if peer else None
+    result.content_type, result.charset = parse_content_type(resp.headers.get("Content-Type"))
+    if resp.status in (429, 503):
+        result.retry_after_s = parse_retry_after(resp.headers.get("Retry-After"))
+
+
+def _redirect_target(result: FetchResult, location: str, seen: set[str], max_redirects: int) -> str:
+    """The absolute URL a redirect points to, or FetchError if it must not be followed."""
+    target = urljoin(result.final_url, location.strip())
+    scheme = target.partition(":")[0].lower()
+    if scheme not in ("http", "https"):
+        raise FetchError("bad_redirect", f"redirect to non-HTTP URL {target!r}")
+    if target in seen:
+        raise FetchError("redirect_loop", f"redirect loop back to {target}")
+    if len(result.redirects) > max_redirects:
+        raise FetchError("too_many_redirects", f"more than {max_redirects} redirects")
+    return target
+
+
+async def _read_body(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body as sent on the wire, refusing anything over ``max_bytes``."""
+    length = resp.content_length
+    if length is not None:
+        if length > max_bytes:
+            raise FetchError("too_large", f"Content-Length {length} exceeds {max_bytes} bytes")
+        return await resp.read()  # the parser stops at Content-Length
+    body = bytearray()
+    while chunk := await resp.content.readany():
+        body += chunk
+        if len(body) > max_bytes:
+            # Leaving the `async with` closes the connection mid-body.
+            raise FetchError("too_large", f"body exceeds {max_bytes} bytes")
+    return bytes(body)
+
+
+def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """Undo Content-Encoding (RFC 9110 §8.4), never producing more than ``max_bytes``."""
+    if not content_encoding or not raw:
+        return raw
+    body = raw
+    # Codings are listed in the order applied, so undo them last first.
+    for coding in reversed(content_encoding.lower().split(",")):
+        body = _decode_one(body, coding.strip(), max_bytes)
+    return body
+
+
+def _decode_one(data: bytes, coding: str, max_bytes: int) -> bytes:
+    try:
+        if coding in ("gzip", "x-gzip"):
+            out = _inflate(data, 16 + zlib.MAX_WBITS, max_bytes)
+        elif coding == "deflate":
+            out = _inflate(data, _deflate_wbits(data), max_bytes)
+        elif coding == "br":
+            out = brotli.Decompressor().process(data, output_buffer_limit=max_bytes + 1)
+        elif coding in ("identity", ""):
+            out = data
+        else:
+            raise FetchError("bad_encoding", f"unknown Content-Encoding {coding!r}")
+    except (zlib.error, brotli.error) as exc:
+        raise FetchError("bad_encoding", f"cannot decode {coding}: {exc}") from None
+    if len(out) > max_bytes:  # brotli may overshoot its limit a little; zlib stops at it
+        raise FetchError("too_large", f"{coding} body decodes to more than {max_bytes} bytes")
+    return out
+
+
+def _deflate_wbits(data: bytes) -> int:
+    """HTTP "deflate" is zlib (RFC 1950), but some servers send raw deflate (RFC 1951)."""
+    is_zlib = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+    return zlib.MAX_WBITS if is_zlib else -zlib.MAX_WBITS
+
+
+def _inflate(data: bytes, wbits: int, max_bytes: int) -> bytes:
+    # max_length stops a bomb after max_bytes + 1 bytes of output, whatever the input.
+    # A truncated stream yields what it has, as browsers do.
+    return zlib.decompressobj(wbits).decompress(data, max_bytes + 1)
+
+
+def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
+    """``text/HTML; charset="UTF-8"`` → ``("text/html", "UTF-8")``."""
+    if not value:
+        return None, None
+    media_type, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        name, _, param_value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = param_value.strip().strip("\"'").strip() or None
+    return media_type.strip().lower() or None, charset
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """RFC 9110 §10.2.3: delay-seconds or an HTTP-date; seconds from now, never negative."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # "-0000" in RFC 5322 terms; HTTP-dates are always GMT
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def classify_error(exc: Exception) -> tuple[str, str]:
+    """Map an exception from one fetch to (error code, human detail)."""
+    detail = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, FetchError):
+        return exc.code, exc.detail
+    if isinstance(exc, PrivateAddressError):
+        return "private_address", str(exc)
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        if isinstance(exc.os_error, PrivateAddressError):
+            return "private_address", str(exc.os_error)
+        return "dns", detail
+    if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
+        return "timeout", detail or "TimeoutError"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "tls", detail
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return "connection_closed", detail
+    if isinstance(exc, aiohttp.ClientOSError):  # refused, reset, unreachable
+        return "connect", detail
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
+        return "bad_url", detail
+    if isinstance(exc, aiohttp.ClientError):
+        return "http_error", detail
+    log.warning("unexpected error fetching", exc_info=exc)
+    return "internal", detail

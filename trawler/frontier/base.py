@@ -1,0 +1,61 @@
+"""The frontier contract, shared by the embedded and distributed backends.
+
+A frontier owns the URL-seen set, the per-host queues and the politeness
+slots. The engine asks it for the next URL whose host may be contacted now;
+that URL is *leased* to the engine until it is acknowledged (its page and
+links committed) or handed back (shutdown, host not ready). At most one
+request is in flight per host: the host stays busy from ``next()`` until
+``finish_host()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from trawler.records import CrawlRequest
+
+
+class Frontier(Protocol):
+    def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
+        """Drop URLs seen before (by fingerprint) and mark the rest seen."""
+
+    def enqueue(self, requests: Sequence[CrawlRequest]) -> None:
+        """Make committed new URLs available for scheduling."""
+
+    async def next(self) -> CrawlRequest | None:
+        """Lease the next URL whose host is ready; wait for one if none is.
+
+        Returns None when the frontier is closed, or when nothing is queued
+        and nothing is leased (the crawl is complete).
+        """
+
+    def record_sent(self, host: str, sent_at: float) -> None:
+        """A request to ``host`` left at monotonic ``sent_at``: space the next one."""
+
+    def finish_host(self, host: str) -> None:
+        """The engine is done with the host slot it got from ``next()``."""
+
+    async def acquire_host(self, host: str) -> None:
+        """Take a host slot outside ``next()`` (same-host redirect hops, robots.txt)."""
+
+    async def wait_host_ready(self, host: str) -> None:
+        """While holding ``host``, wait until its next request may start."""
+
+    def ack(self, count: int) -> None:
+        """``count`` leased URLs were committed (done, failed or skipped)."""
+
+    def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
+        """Return a leased URL unacknowledged; its host waits ``delay_s`` more."""
+
+    def close(self) -> None:
+        """Stop handing out URLs; a waiting ``next()`` returns None."""
+
+    @property
+    def queued(self) -> int: ...
+
+    @property
+    def leased(self) -> int: ...
+
+    @property
+    def active_hosts(self) -> int: ...

@@ -1,0 +1,202 @@
+"""The embedded frontier: an in-memory ready-heap over SQLite-backed queues.
+
+Mercator's design (DESIGN.md): one queue per host, ordered by depth (seeds and
+shallow pages first), and a heap of hosts keyed by the monotonic time each
+may next be contacted. A pick pops the earliest-ready host, O(log hosts),
+never a scan. Heap entries are invalidated lazily: a slot remembers the key
+it was pushed under (``in_heap_at``), and stale entries are dropped on pop.
+
+Durability lives in the ``urls`` table (see store/sqlite.py): every
+discovered URL is a row keyed by its fingerprint, queued until its page is
+committed. Leases are only in memory: after a crash every queued row is
+loaded again, so in-flight URLs are fetched again (at-least-once fetching).
+The ``persist_*`` methods run on the backend's writer thread inside the
+commit transaction; everything else runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+
+from trawler.politeness import HostSlot, PolitenessPolicy
+from trawler.records import CrawlRequest
+from trawler.store.sqlite import DONE, QUEUED, SKIPPED
+
+# (depth, sequence, request): the per-host queue order.
+QueueItem = tuple[int, int, CrawlRequest]
+
+
+class SqliteFrontier:
+    def __init__(
+        self, policy: PolitenessPolicy, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.policy = policy
+        self.clock = clock
+        self._seen: set[int] = set()
+        self._queues: dict[str, list[QueueItem]] = {}
+        self._slots: dict[str, HostSlot] = {}
+        self._ready: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._queued = 0
+        self._leased = 0
+        self._closed = False
+        self._changed = asyncio.Event()
+
+    # -- durable side (writer thread) -------------------------------------------
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Rebuild the seen set and the queues from the database (start/resume)."""
+        self._seen.update(fp for (fp,) in conn.execute("SELECT fp FROM urls"))
+        rows = conn.execute(
+            f"SELECT fp, url, host, depth, parent_url, attempts FROM urls WHERE state = {QUEUED}"
+        )
+        self.enqueue([CrawlRequest(u, d, p, h, fp, a) for fp, u, h, d, p, a in rows])
+
+    @staticmethod
+    def persist_new(conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO urls (fp, url, host, depth, parent_url) VALUES (?, ?, ?, ?, ?)",
+            [(r.fp, r.url, r.host, r.depth, r.parent_url) for r in requests],
+        )
+
+    @staticmethod
+    def persist_done(
+        conn: sqlite3.Connection,
+        done: Sequence[CrawlRequest],
+        skipped: Sequence[tuple[CrawlRequest, str]],
+    ) -> None:
+        conn.executemany(
+            f"UPDATE urls SET state = {DONE}, attempts = ? WHERE fp = ?",
+            [(r.attempts + 1, r.fp) for r in done],
+        )
+        conn.executemany(
+            f"UPDATE urls SET state = {SKIPPED}, reason = ? WHERE fp = ?",
+            [(reason, r.fp) for r, reason in skipped],
+        )
+
+    # -- scheduling (event loop) ------------------------------------------------
+    def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
+        seen = self._seen
+        fresh = []
+        for request in requests:
+            if request.fp not in seen:
+                seen.add(request.fp)
+                fresh.append(request)
+        return fresh
+
+    def enqueue(self, requests: Sequence[CrawlRequest]) -> None:
+        for request in requests:
+            self._seen.add(request.fp)
+            queue = self._queues.get(request.host)
+            if queue is None:
+                queue = self._queues[request.host] = []
+            heapq.heappush(queue, (request.depth, next(self._seq), request))
+            self._queued += 1
+            self._schedule(self._slot(request.host))
+        if requests:
+            self._changed.set()
+
+    async def next(self) -> CrawlRequest | None:
+        while not self._closed:
+            if not self._ready:
+                if self._queued == 0 and self._leased == 0:
+                    return None
+                await self._wait(None)
+                continue
+            ready_at, _, host = self._ready[0]
+            slot = self._slots[host]
+            if slot.in_heap_at != ready_at or slot.busy:
+                heapq.heappop(self._ready)  # stale entry
+                continue
+            delay = ready_at - self.clock()
+            if delay > 0:
+                await self._wait(delay)
+                continue
+            heapq.heappop(self._ready)
+            slot.in_heap_at = None
+            slot.busy = True
+            self._queued -= 1
+            self._leased += 1
+            return heapq.heappop(self._queues[host])[2]
+        return None
+
+    def record_sent(self, host: str, sent_at: float) -> None:
+        self.policy.after_request(self._slot(host), sent_at)
+
+    def finish_host(self, host: str) -> None:
+        slot = self._slot(host)
+        slot.busy = False
+        self._schedule(slot)
+
+    async def acquire_host(self, host: str) -> None:
+        slot = self._slot(host)
+        while slot.busy:
+            await asyncio.sleep(0.05)
+        slot.busy = True
+        slot.in_heap_at = None  # its heap entry, if any, is now stale
+        await self.wait_host_ready(host)
+
+    async def wait_host_ready(self, host: str) -> None:
+        delay = self._slot(host).next_allowed_at - self.clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def ack(self, count: int) -> None:
+        self._leased -= count
+        if self._leased == 0:
+            self._changed.set()
+
+    def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
+        slot = self._slot(request.host)
+        slot.next_allowed_at = max(slot.next_allowed_at, self.clock() + delay_s)
+        self._leased -= 1
+        self.enqueue([request])
+
+    def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
+        self.policy.set_crawl_delay(self._slot(host), crawl_delay_s)
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.set()
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def leased(self) -> int:
+        return self._leased
+
+    @property
+    def active_hosts(self) -> int:
+        return sum(1 for slot in self._slots.values() if slot.busy)
+
+    @property
+    def hosts(self) -> int:
+        return len(self._slots)
+
+    # -- internals --------------------------------------------------------------
+    def _slot(self, host: str) -> HostSlot:
+        slot = self._slots.get(host)
+        if slot is None:
+            slot = self._slots[host] = HostSlot(host)
+        return slot
+
+    def _schedule(self, slot: HostSlot) -> None:
+        """Put an idle host with queued URLs into the ready-heap (once)."""
+        if slot.busy or slot.in_heap_at is not None or not self._queues.get(slot.host):
+            return
+        slot.in_heap_at = slot.next_allowed_at
+        heapq.heappush(self._ready, (slot.next_allowed_at, next(self._seq), slot.host))
+        self._changed.set()
+
+    async def _wait(self, timeout: float | None) -> None:
+        """Sleep until something changes (new URLs, a host freed) or ``timeout``."""
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)

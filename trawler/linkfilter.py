@@ -1,0 +1,70 @@
+"""The link filter: from a page's raw links to new crawl requests. Pure.
+
+Order of the checks is by cost: normalisation first (it is needed for
+everything else), then the cheap set and regex checks. Each rejected link is
+counted by its reason, so `trawler stats` can say why URLs were left out.
+Seen-set dedup is the frontier's job and comes after this filter.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from trawler.dedup import url_fingerprint
+from trawler.records import CrawlRequest, Link
+from trawler.urls import Normaliser, Scope, TrapRules, host_key
+
+
+@dataclass(slots=True)
+class LinkFilter:
+    normalise: Normaliser
+    scope: Scope
+    traps: TrapRules
+    max_depth: int | None
+    # Cached robots verdict for a URL, or None when the host's robots.txt is not
+    # known yet (then the fetch-time check decides).
+    robots_allows: Callable[[str], bool | None]
+    rejected: Counter[str] = field(default_factory=Counter)
+
+    def requests_for(
+        self, links: Iterable[Link], parent_url: str, depth: int
+    ) -> list[CrawlRequest]:
+        """New requests for a page's followable links at ``depth`` (parent depth + 1)."""
+        if self.max_depth is not None and depth > self.max_depth:
+            return []
+        out: list[CrawlRequest] = []
+        batch_seen: set[str] = set()
+        for link in links:
+            if link.nofollow:
+                self.rejected["nofollow"] += 1
+                continue
+            url = self.normalise(link.url)
+            if url is None:
+                self.rejected["bad_url"] += 1
+                continue
+            if url in batch_seen:
+                continue
+            batch_seen.add(url)
+            reason = self.reject_reason(url)
+            if reason is not None:
+                self.rejected[reason] += 1
+                continue
+            out.append(self.request(url, depth, parent_url))
+        return out
+
+    def reject_reason(self, url: str) -> str | None:
+        """Why a normalised URL is not to be crawled, or None."""
+        if not self.scope.allows(url):
+            return "out_of_scope"
+        reason = self.traps.reject_reason(url)
+        if reason is not None:
+            return reason
+        if self.robots_allows(url) is False:
+            return "robots"
+        return None
+
+    @staticmethod
+    def request(url: str, depth: int, parent_url: str | None) -> CrawlRequest:
+        return CrawlRequest(url, depth, parent_url, host_key(url), url_fingerprint(url))

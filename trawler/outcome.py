@@ -1,0 +1,84 @@
+"""What a fetch result means for its URL: the page row and the links to follow. Pure.
+
+Errors are recorded as short codes on the page row (``dns``, ``timeout``,
+``too_large``, ``http_404``, ``not_html``, ...); a bad page never raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from trawler.config import CrawlConfig
+from trawler.parse import parse_html, parse_x_robots_tag
+from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+REDIRECT_ELSEWHERE = "redirect"  # the engine's hop veto: target crawled on its own
+
+
+@dataclass(slots=True)
+class Outcome:
+    page: PageRecord
+    links: list[Link] = field(default_factory=list)
+    redirect_to: str | None = None  # a redirect target to crawl as its own URL
+
+
+def page_outcome(
+    request: CrawlRequest, result: FetchResult, config: CrawlConfig, agent_token: str
+) -> Outcome:
+    page = _base_record(request, result)
+    outcome = Outcome(page)
+    if result.error == REDIRECT_ELSEWHERE:
+        # Not an error: this URL answered with a redirect that is crawled separately.
+        page.status = result.redirects[-1].status if result.redirects else result.status
+        outcome.redirect_to = result.final_url
+        return outcome
+    if result.error is not None:
+        page.error = result.error
+    elif result.status is None or not 200 <= result.status < 300:
+        page.error = f"http_{result.status}"
+    elif result.content_type not in HTML_TYPES:
+        page.error = "not_html"  # recorded, stored in WARC, not parsed
+    else:
+        _add_parsed(outcome, result, config, agent_token)
+    return outcome
+
+
+def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
+    body = result.body
+    return PageRecord(
+        url=request.url,
+        final_url=result.final_url,
+        status=result.status,
+        content_type=result.content_type,
+        content_length=len(body),
+        depth=request.depth,
+        parent_url=request.parent_url,
+        title=None,
+        description=None,
+        keywords=None,
+        text=None,
+        links_count=0,
+        content_sha256=hashlib.sha256(body).hexdigest() if result.status is not None else None,
+        fetched_at=result.started_at,
+        fetch_duration_s=round(result.duration_s, 6),
+        error=None,
+        attempts=request.attempts + 1,
+    )
+
+
+def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, token: str) -> None:
+    parsed = parse_html(
+        result.body, result.final_url, result.charset, config.max_links_per_page, token
+    )
+    page = outcome.page
+    page.title, page.description, page.keywords = parsed.title, parsed.description, parsed.keywords
+    page.text = parsed.text
+    page.links_count = len(parsed.links)
+    page.canonical = parsed.canonical
+    header_robots = [value for name, value in result.headers if name.lower() == "x-robots-tag"]
+    directives = parsed.meta_robots | parse_x_robots_tag(header_robots, token)
+    page.noindex = "noindex" in directives
+    if "nofollow" not in directives:
+        outcome.links = parsed.links

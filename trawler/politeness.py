@@ -1,0 +1,54 @@
+"""Per-host politeness state: when a host may next be contacted, and why.
+
+A ``HostSlot`` is the explicit state of one host (Scrapy's downloader slot,
+Mercator's back queue). The frontier orders slots by ``next_allowed_at``;
+this module only decides intervals, it does no I/O and keeps no globals.
+
+Times are ``time.monotonic()`` seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class HostSlot:
+    """Politeness state of one host (``host[:port]``)."""
+
+    host: str
+    next_allowed_at: float = 0.0  # monotonic time before which no request may start
+    last_sent_at: float | None = None  # when the last request's headers were sent
+    busy: bool = False  # a request to this host is in flight (at most one)
+    crawl_delay_s: float | None = None  # from robots.txt, already capped
+    backoff_s: float = 0.0  # extra interval after 429/503, decays as the host answers well
+    in_heap_at: float | None = None  # the key under which the slot sits in the ready-heap
+
+
+@dataclass(slots=True, frozen=True)
+class PolitenessPolicy:
+    """The configured side of politeness, shared by all hosts."""
+
+    delay_s: float = 1.0
+    max_crawl_delay_s: float = 60.0
+
+    def interval_s(self, slot: HostSlot) -> float:
+        """Start-to-start interval for a host: max(delay, Crawl-delay) + back-off."""
+        crawl_delay = min(slot.crawl_delay_s or 0.0, self.max_crawl_delay_s)
+        return max(self.delay_s, crawl_delay) + slot.backoff_s
+
+    def after_request(self, slot: HostSlot, sent_at: float) -> None:
+        """Record that a request to the host was sent at ``sent_at``.
+
+        Spacing is measured from the moment the request left (as close to
+        what the server sees as the client can know), not from when it was
+        scheduled, so the server's log shows at least the interval.
+        """
+        slot.last_sent_at = sent_at
+        slot.next_allowed_at = max(slot.next_allowed_at, sent_at + self.interval_s(slot))
+
+    def set_crawl_delay(self, slot: HostSlot, crawl_delay_s: float | None) -> None:
+        """Apply a robots.txt Crawl-delay, also to the gap after the robots.txt request itself."""
+        slot.crawl_delay_s = crawl_delay_s
+        if slot.last_sent_at is not None:
+            self.after_request(slot, slot.last_sent_at)

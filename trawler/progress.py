@@ -1,0 +1,69 @@
+"""What the user sees: a live progress line on a terminal, log lines otherwise,
+and the `trawler stats` report."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from trawler.engine import Progress
+
+log = logging.getLogger("trawler")
+LOG_EVERY_S = 10.0  # plain log lines when stderr is not a terminal
+
+
+def progress_line(p: Progress) -> str:
+    return (
+        f"{p.pages:,} pages | {p.pages_per_s:,.0f} pages/s | queue {p.queued:,} | "
+        f"{p.active_hosts:,} hosts active | {p.errors:,} errors | {p.elapsed_s:,.0f}s"
+    )
+
+
+@contextmanager
+def progress_reporter(quiet: bool) -> Iterator[Callable[[Progress], None] | None]:
+    """Yield the crawler's progress callback: a Rich live line on a TTY, else log lines."""
+    if quiet:
+        yield None
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        last = [0.0]
+
+        def log_line(p: Progress) -> None:
+            if time.monotonic() - last[0] >= LOG_EVERY_S:
+                last[0] = time.monotonic()
+                log.info(progress_line(p))
+
+        yield log_line
+        return
+    with Live(Text("starting…"), console=console, refresh_per_second=4, transient=False) as live:
+        yield lambda p: live.update(Text(progress_line(p)))
+
+
+def print_stats(stats: dict[str, Any]) -> None:
+    console = Console(file=sys.stdout)
+    job = stats.get("job") or {}
+    summary = Table(
+        title=f"job {job.get('id', '-')} ({job.get('state', 'no job')})", show_header=False
+    )
+    for key in ("pages_stored", "pages_ok", "urls_discovered", "urls_queued", "hosts",
+                "bytes_downloaded", "pages_per_s"):  # fmt: skip
+        if key in stats:
+            summary.add_row(key.replace("_", " "), f"{stats[key]:,}")
+    console.print(summary)
+    for title in ("status", "errors", "skipped", "counters"):
+        if stats.get(title):
+            table = Table(title=title, show_header=False)
+            for name, value in stats[title].items():
+                table.add_row(str(name), f"{value:,}")
+            console.print(table)

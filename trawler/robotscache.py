@@ -1,0 +1,70 @@
+"""robots.txt per origin: what to do with a fetch result, and how long to keep it.
+
+RFC 9309 §2.3.1 decides what a fetch outcome means; this module turns it into
+``RobotsEntry`` records and keeps them per origin (scheme://host:port).
+Fetching happens in the engine, under the host's politeness slot, because
+robots.txt is a request like any other as far as the server is concerned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trawler import robots
+from trawler.records import FetchResult
+
+# RFC 9309 §2.4: crawlers SHOULD NOT use a cached robots.txt for more than 24 hours.
+CACHE_TTL_S = 24 * 3600.0
+# After a 5xx / 429 / network failure the host is fully disallowed (§2.3.1.4)
+# and robots.txt is tried again after these waits; then the URLs fail.
+RETRY_WAITS_S = (5.0, 30.0, 120.0)
+_TOO_MANY_REDIRECTS = frozenset({"too_many_redirects", "redirect_loop"})
+# Errors that retrying robots.txt will not cure: each URL of the origin fails with them.
+HOST_FATAL_ERRORS = frozenset({"dns", "private_address", "bad_url"})
+
+
+@dataclass(slots=True)
+class RobotsEntry:
+    rules: robots.Rules
+    fetched_at: float  # monotonic
+    status: int | None  # HTTP status of the robots.txt response, None on network error
+    unavailable: bool = False  # 5xx / 429 / network error: everything disallowed for now
+    failures: int = 0  # consecutive unavailable answers
+    fatal_error: str | None = None  # the host cannot be fetched at all (dns, private_address)
+
+    def expired(self, now: float) -> bool:
+        if self.unavailable and not self.gave_up:
+            return now >= self.retry_at
+        return now - self.fetched_at >= CACHE_TTL_S
+
+    @property
+    def retry_at(self) -> float:
+        wait = RETRY_WAITS_S[min(self.failures, len(RETRY_WAITS_S)) - 1]
+        return self.fetched_at + wait
+
+    @property
+    def gave_up(self) -> bool:
+        """Unavailable for every retry: the host's URLs fail with robots_unavailable."""
+        return self.unavailable and self.failures > len(RETRY_WAITS_S)
+
+
+def entry_from_fetch(
+    result: FetchResult, user_agent: str, now: float, previous: RobotsEntry | None
+) -> RobotsEntry:
+    """RFC 9309 §2.3.1: the meaning of each way a robots.txt fetch can end."""
+    status = result.status
+    if result.error is None and status is not None:
+        if 200 <= status < 300:  # §2.3.1.1 successful access
+            return RobotsEntry(robots.parse(result.body, user_agent), now, status)
+        if 400 <= status < 500 and status != 429:  # §2.3.1.3 unavailable: no restrictions
+            return RobotsEntry(robots.Rules.allow_all(), now, status)
+    if result.error in _TOO_MANY_REDIRECTS:  # §2.3.1.2: MAY assume unavailable
+        return RobotsEntry(robots.Rules.allow_all(), now, status)
+    if result.error in HOST_FATAL_ERRORS:  # no page of this origin can be fetched either
+        rules = robots.Rules.disallow_all()
+        return RobotsEntry(rules, now, status, fatal_error=result.error)
+    # §2.3.1.4 unreachable (5xx, 429 as Google does, network errors, redirect
+    # trouble): assume complete disallow, and try again later.
+    failures = previous.failures + 1 if previous and previous.unavailable else 1
+    rules = robots.Rules.disallow_all()
+    return RobotsEntry(rules, now, status, unavailable=True, failures=failures)

@@ -1,0 +1,211 @@
+"""The embedded store: one SQLite database (WAL) per data directory.
+
+It holds the job and its config, the frontier's durable side (every URL
+ever discovered, keyed by its 64-bit fingerprint, with its state) and the
+page metadata. The frontier and the page store share one connection so that
+a commit of pages, discovered links and acknowledgements is one transaction:
+that transaction is the crawl's commit point (docs/architecture.md).
+
+All methods run on the backend's single writer thread, except the read-only
+ones (export, stats), which open their own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import astuple, fields
+from pathlib import Path
+
+from trawler.config import CrawlConfig
+from trawler.records import PageRecord
+
+DB_NAME = "trawler.db"
+
+# URL states in the `urls` table.
+QUEUED, DONE, SKIPPED = 0, 1, 2
+
+PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    state TEXT NOT NULL,            -- running, stopped, finished
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS urls (
+    fp INTEGER PRIMARY KEY,         -- 64-bit fingerprint of the normalised URL: the seen set
+    url TEXT NOT NULL,
+    host TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    parent_url TEXT,
+    state INTEGER NOT NULL DEFAULT {QUEUED},
+    attempts INTEGER NOT NULL DEFAULT 0,
+    reason TEXT                     -- why a URL was skipped (robots, ...)
+);
+CREATE INDEX IF NOT EXISTS urls_queued ON urls(state) WHERE state = {QUEUED};
+CREATE TABLE IF NOT EXISTS pages (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
+    final_url TEXT, status INTEGER, content_type TEXT, content_length INTEGER,
+    depth INTEGER, parent_url TEXT, title TEXT, description TEXT, keywords TEXT,
+    text TEXT, links_count INTEGER, content_sha256 TEXT, fetched_at REAL,
+    fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
+    canonical TEXT, noindex INTEGER, attempts INTEGER
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,          -- e.g. rejected.out_of_scope, robots.fetched
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS warc_files (
+    name TEXT PRIMARY KEY,
+    committed_bytes INTEGER NOT NULL -- size of the file at the last commit
+);
+"""
+
+
+def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the data directory's database; create the schema when writable."""
+    path = data_dir / DB_NAME
+    if readonly:
+        if not path.exists():
+            raise FileNotFoundError(f"no crawl data in {data_dir} (missing {DB_NAME})")
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        return conn
+    data_dir.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: a commit is on disk when it returns, so an acknowledged page survives
+    # a power cut too, not only kill -9 (one fsync per group commit, not per page).
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.executescript(SCHEMA)
+    conn.commit()
+    return conn
+
+
+class SqliteStore:
+    """Jobs, page metadata and counters in the embedded database."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # -- jobs ---------------------------------------------------------------
+    def current_job(self) -> tuple[str, CrawlConfig, str] | None:
+        row = self.conn.execute(
+            "SELECT id, config, state FROM jobs ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+        return row[0], CrawlConfig.model_validate_json(row[1]), row[2]
+
+    def create_job(self, config: CrawlConfig) -> str:
+        job_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        self.conn.execute(
+            "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?)",
+            (job_id, config.model_dump_json(), now, now),
+        )
+        self.conn.commit()
+        return job_id
+
+    def update_job(
+        self, job_id: str, config: CrawlConfig | None = None, state: str | None = None
+    ) -> None:
+        if config is not None:
+            self.conn.execute(
+                "UPDATE jobs SET config = ? WHERE id = ?", (config.model_dump_json(), job_id)
+            )
+        if state is not None:
+            self.conn.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?",
+                (state, time.time(), job_id),
+            )
+        self.conn.commit()
+
+    # -- writes (inside the caller's transaction) -----------------------------
+    def insert_pages(self, pages: list[PageRecord]) -> None:
+        placeholders = ", ".join("?" for _ in PAGE_COLUMNS)
+        # Exactly-once storing: a URL already stored is never stored twice.
+        self.conn.executemany(
+            f"INSERT INTO pages ({', '.join(PAGE_COLUMNS)}) VALUES ({placeholders})"
+            " ON CONFLICT(url) DO NOTHING",
+            [astuple(p) for p in pages],
+        )
+
+    def add_counters(self, deltas: dict[str, int]) -> None:
+        self.conn.executemany(
+            "INSERT INTO counters VALUES (?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+            list(deltas.items()),
+        )
+
+    def set_warc_position(self, name: str, size: int) -> None:
+        self.conn.execute(
+            "INSERT INTO warc_files VALUES (?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET committed_bytes = excluded.committed_bytes",
+            (name, size),
+        )
+
+    def warc_positions(self) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT name, committed_bytes FROM warc_files"))
+
+
+# -- read side (own read-only connection) -------------------------------------
+
+EXPORT_COLUMNS = (
+    "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
+    "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
+    "fetch_duration_s", "canonical", "noindex", "error", "warc_file", "warc_offset",
+)  # fmt: skip
+
+
+def iter_pages(conn: sqlite3.Connection, include_noindex: bool = False) -> Iterator[dict]:
+    """Stream export rows in fetch order; memory stays flat however large the crawl."""
+    where = "" if include_noindex else "WHERE NOT noindex"
+    cursor = conn.execute(f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages {where} ORDER BY id")
+    for row in cursor:
+        record = dict(zip(EXPORT_COLUMNS, row, strict=True))
+        record["noindex"] = bool(record["noindex"])
+        yield record
+
+
+def _scalar(conn: sqlite3.Connection, sql: str) -> int:
+    return conn.execute(sql).fetchone()[0] or 0
+
+
+def _grouped(conn: sqlite3.Connection, column: str, table: str, where: str) -> dict[str, int]:
+    sql = f"SELECT {column}, count(*) FROM {table} WHERE {where} GROUP BY 1 ORDER BY 2 DESC"
+    return {str(key): count for key, count in conn.execute(sql)}
+
+
+def read_stats(conn: sqlite3.Connection) -> dict:
+    """Aggregate numbers for `trawler stats`."""
+    job = conn.execute(
+        "SELECT id, state, created_at, updated_at, config FROM jobs ORDER BY created_at DESC"
+    ).fetchone()
+    stats: dict = {"job": None}
+    if job is not None:
+        seeds = json.loads(job[4]).get("seeds", [])
+        stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job, strict=False))
+        stats["job"]["seeds"] = seeds
+    stats["urls_discovered"] = _scalar(conn, "SELECT count(*) FROM urls")
+    stats["urls_queued"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {QUEUED}")
+    stats["pages_stored"] = _scalar(conn, "SELECT count(*) FROM pages")
+    stats["pages_ok"] = _scalar(conn, "SELECT count(*) FROM pages WHERE error IS NULL")
+    stats["bytes_downloaded"] = _scalar(conn, "SELECT sum(content_length) FROM pages")
+    stats["hosts"] = _scalar(conn, "SELECT count(DISTINCT host) FROM urls")
+    stats["status"] = _grouped(conn, "status", "pages", "status IS NOT NULL")
+    stats["errors"] = _grouped(conn, "error", "pages", "error IS NOT NULL")
+    stats["skipped"] = _grouped(conn, "reason", "urls", f"state = {SKIPPED}")
+    stats["counters"] = dict(conn.execute("SELECT name, value FROM counters ORDER BY name"))
+    first, last = conn.execute("SELECT min(fetched_at), max(fetched_at) FROM pages").fetchone()
+    if first is not None and last > first:
+        stats["pages_per_s"] = round(stats["pages_stored"] / (last - first), 1)
+    return stats
