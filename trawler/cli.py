@@ -12,10 +12,11 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -47,7 +48,7 @@ class ExportFormat(StrEnum):
     csv = "csv"
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, then exit (2: bad usage or options)."""
     typer.echo(f"trawler: error: {message}", err=True)
     raise typer.Exit(code)
@@ -90,8 +91,8 @@ def crawl(
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     try:
         backend = EmbeddedBackend(data)
-    except OSError as exc:
-        fail(f"cannot use data directory {data}: {exc.strerror or exc}", 1)
+    except (OSError, sqlite3.Error) as exc:
+        fail(f"cannot use data directory {data}: {exc}", 1)
     job = backend.store.current_job()
     stored = job[1] if job else None
     try:
@@ -111,7 +112,11 @@ def crawl(
         typer.echo(f"{verb} job {job_id} in {data}: {len(cfg.seeds)} seed(s)", err=True)
     with progress_reporter(quiet) as report:
         crawler = Crawler(cfg, backend, on_progress=report)
-        complete = asyncio.run(_run(crawler, stored_pages))
+        try:
+            complete = asyncio.run(_run(crawler, stored_pages))
+        except (OSError, sqlite3.Error) as exc:
+            # Nothing committed is lost: the next `trawler crawl --data` resumes.
+            fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
     state = "finished" if complete else "stopped"
     _finish_job(data, job_id, state)
     if not quiet:

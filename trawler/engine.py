@@ -112,11 +112,18 @@ class Crawler:
             if reporter:
                 reporter.cancel()
             await self.fetcher.close()
-            await loop.run_in_executor(self._writer, self.backend.close)
+            await loop.run_in_executor(self._writer, self._close_backend)
             self._writer.shutdown()
         if self._fatal is not None:
             raise self._fatal
         return self.exhausted or self._budget_spent()
+
+    def _close_backend(self) -> None:
+        try:
+            self.backend.close()
+        except Exception as exc:  # e.g. disk full while closing the WARC file
+            log.error("cannot close the store cleanly: %s", exc)
+            self._fatal = self._fatal or exc
 
     def stop(self) -> None:
         """Stop taking new URLs; in-flight ones finish or are handed back."""
