@@ -62,6 +62,7 @@ def crawl(
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of crawl options.")] = None,
     max_depth: Annotated[int | None, typer.Option(help="Link hops from the seeds (seeds: 0).")] = None,
     max_pages: Annotated[int | None, typer.Option(help="Stop after this many pages.")] = None,
+    max_pages_per_host: Annotated[int | None, typer.Option(help="At most this many URLs of one host.")] = None,
     scope: Annotated[Scope | None, typer.Option(help="Follow links on the seeds' host, registrable domain, or anywhere.")] = None,
     include: Annotated[list[str] | None, typer.Option(help="Only URLs matching this regex (repeatable).")] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Never URLs matching this regex (repeatable).")] = None,
@@ -75,6 +76,8 @@ def crawl(
     max_bytes: Annotated[int | None, typer.Option(help="Body size cap in bytes [10 MB].")] = None,
     strip_param: Annotated[list[str] | None, typer.Option(help="Extra query parameter to strip (repeatable; 'x_*' = prefix).")] = None,
     warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
+    max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
+    robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA; resumes the unfinished job already in DATA."""
@@ -87,6 +90,8 @@ def crawl(
         "user_agent": user_agent, "concurrency": concurrency, "allow_private": allow_private,
         "timeout_s": timeout, "connect_timeout_s": connect_timeout, "max_bytes": max_bytes,
         "strip_params": strip_param, "warc_max_bytes": warc_max_bytes,
+        "max_pages_per_host": max_pages_per_host, "max_links_per_page": max_links_per_page,
+        "robots_retry_waits_s": robots_retry_wait,
     }  # fmt: skip
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     try:
@@ -232,6 +237,27 @@ def stats(
         typer.echo(json.dumps(numbers, indent=2))
     else:
         print_stats(numbers)
+
+
+@app.command()
+def robots(
+    url: Annotated[str, typer.Argument(help="The URL to check.")],
+    agent: Annotated[str | None, typer.Option("--agent", help="User-Agent to check for [Trawler's].")] = None,
+    allow_private: Annotated[bool, typer.Option("--allow-private", help="Allow loopback/private addresses.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:  # fmt: skip
+    """Fetch robots.txt and show the verdict for URL and the rule that decided it."""
+    from trawler.robotscheck import check_robots, format_report
+
+    try:
+        cfg = build_config({"user_agent": agent, "allow_private": allow_private or None})
+    except ConfigError as exc:
+        fail(str(exc))
+    try:
+        report = asyncio.run(check_robots(url, cfg))
+    except ValueError as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))
 
 
 @app.command()

@@ -44,6 +44,7 @@ class CrawlConfig(BaseModel):
     seeds: list[str] = Field(default_factory=list)
     max_depth: int | None = Field(default=None, ge=0)
     max_pages: int | None = Field(default=None, ge=1)
+    max_pages_per_host: int | None = Field(default=None, ge=1)
     scope: Literal["host", "domain", "any"] = "host"
     include: list[str] = Field(default_factory=list)  # URL regexes; empty = all
     exclude: list[str] = Field(default_factory=list)
@@ -57,6 +58,8 @@ class CrawlConfig(BaseModel):
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
+    # robots.txt answering 5xx/429/network error: wait, retry; after the last, give up.
+    robots_retry_waits_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0])
     strip_params: list[str] = Field(default_factory=list)  # extra tracking params
     warc_max_bytes: int = Field(default=1024**3, ge=1024)
 
@@ -76,7 +79,13 @@ class CrawlConfig(BaseModel):
 
 
 # CLI option name -> config field, where they differ.
-_FIELD_ALIASES = {"delay": "delay_s", "max_crawl_delay": "max_crawl_delay_s"}
+_FIELD_ALIASES = {
+    "delay": "delay_s",
+    "max_crawl_delay": "max_crawl_delay_s",
+    "timeout": "timeout_s",
+    "connect_timeout": "connect_timeout_s",
+    "robots_retry_waits": "robots_retry_waits_s",
+}
 
 
 def _env_settings(environ: dict[str, str]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import REDIRECT_ELSEWHERE, page_outcome
-from trawler.records import CrawlRequest, FetchResult
+from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robots import user_agent_token
 from trawler.robotscache import RobotsEntry, entry_from_fetch
 from trawler.store.embedded import CommitBatch, EmbeddedBackend
@@ -73,8 +73,9 @@ class Crawler:
         self.normalise = Normaliser(config.tracking_params)
         self.scope = Scope(config.scope, config.seeds, config.include, config.exclude)
         self.links = LinkFilter(
-            self.normalise, self.scope, TrapRules(), config.max_depth, self._robots_allows
-        )
+            self.normalise, self.scope, TrapRules(), config.max_depth, self._robots_allows,
+            max_per_host=config.max_pages_per_host,
+        )  # fmt: skip
         self.agent_token = user_agent_token(config.user_agent)
         self.fetcher = Fetcher(config)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
@@ -97,6 +98,9 @@ class Crawler:
         self.frontier = await loop.run_in_executor(
             self._writer, self.backend.open_crawl, self.config
         )
+        if self.config.max_pages_per_host is not None:
+            counts = await loop.run_in_executor(self._writer, self.backend.store.host_url_counts)
+            self.links.admitted.update(counts)
         self._add_seeds()
         await self._commit()
         await self.fetcher.start()
@@ -214,14 +218,25 @@ class Crawler:
             self.errors += 1
         discovered = self.links.requests_for(outcome.links, request.url, request.depth + 1)
         if outcome.redirect_to is not None:
-            discovered += self._redirect_request(outcome.redirect_to, request)
+            discovered += self._alias_request(outcome.redirect_to, request)
+        if outcome.page.canonical is not None:
+            discovered += self._canonical(outcome.page, request)
         self._batch.fetched.append((request, result, outcome.page))
-        self._batch.new_requests += self.frontier.filter_new(discovered)
+        fresh = self.frontier.filter_new(discovered)
+        self._batch.new_requests += self.links.within_host_budget(fresh)
         if len(self._batch) >= COMMIT_MAX_ITEMS:
             self._commit_wanted.set()
 
-    def _redirect_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
-        """A redirect not followed inline is crawled as a URL of its own, same depth."""
+    def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
+        """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""
+        canonical = self.normalise(page.canonical or "")
+        if canonical is None or canonical in (request.url, self.normalise(page.final_url)):
+            return []
+        page.duplicate_of = canonical
+        return self._alias_request(canonical, request)
+
+    def _alias_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
+        """Another name for this page (redirect target, canonical URL), at the same depth."""
         url = self.normalise(target)
         if url is None or self.links.reject_reason(url) is not None:
             return []
@@ -254,7 +269,8 @@ class Crawler:
             result = await self.fetcher.fetch_robots(
                 site + "/robots.txt", on_sent=partial(self.frontier.record_sent, host)
             )
-            entry = entry_from_fetch(result, self.config.user_agent, time.monotonic(), entry)
+            waits = tuple(self.config.robots_retry_waits_s)
+            entry = entry_from_fetch(result, self.config.user_agent, time.monotonic(), entry, waits)
             self._robots[site] = entry
             self._counters["robots.fetched"] += 1
             self.frontier.set_crawl_delay(host, entry.rules.crawl_delay)

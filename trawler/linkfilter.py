@@ -26,7 +26,22 @@ class LinkFilter:
     # Cached robots verdict for a URL, or None when the host's robots.txt is not
     # known yet (then the fetch-time check decides).
     robots_allows: Callable[[str], bool | None]
+    max_per_host: int | None = None  # --max-pages-per-host: URLs admitted per host
     rejected: Counter[str] = field(default_factory=Counter)
+    admitted: Counter[str] = field(default_factory=Counter)  # per host, this job
+
+    def within_host_budget(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+        """Admit new (deduplicated) URLs while their host is under its budget."""
+        if self.max_per_host is None:
+            return requests
+        kept = []
+        for request in requests:
+            if self.admitted[request.host] >= self.max_per_host:
+                self.rejected["host_budget"] += 1
+                continue
+            self.admitted[request.host] += 1
+            kept.append(request)
+        return kept
 
     def requests_for(
         self, links: Iterable[Link], parent_url: str, depth: int

@@ -7,7 +7,9 @@ Errors are recorded as short codes on the page row (``dns``, ``timeout``,
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
+from urllib.parse import urljoin
 
 from trawler.config import CrawlConfig
 from trawler.parse import parse_html, parse_x_robots_tag
@@ -15,6 +17,9 @@ from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 REDIRECT_ELSEWHERE = "redirect"  # the engine's hop veto: target crawled on its own
+# RFC 8288 link-value: <uri-reference> *( ";" link-param ); we want rel=canonical.
+_LINK_VALUE = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]+)*)")
+_REL_PARAM = re.compile(r"""\brel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))""", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -65,6 +70,7 @@ def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
         fetch_duration_s=round(result.duration_s, 6),
         error=None,
         attempts=request.attempts + 1,
+        host=request.host,
     )
 
 
@@ -76,9 +82,23 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
     page.title, page.description, page.keywords = parsed.title, parsed.description, parsed.keywords
     page.text = parsed.text
     page.links_count = len(parsed.links)
-    page.canonical = parsed.canonical
+    # The header is the site's HTTP-level statement; the <link> element wins if both exist.
+    header_canonical = canonical_from_link_header(result.headers, result.final_url)
+    page.canonical = parsed.canonical or header_canonical
     header_robots = [value for name, value in result.headers if name.lower() == "x-robots-tag"]
     directives = parsed.meta_robots | parse_x_robots_tag(header_robots, token)
     page.noindex = "noindex" in directives
     if "nofollow" not in directives:
         outcome.links = parsed.links
+
+
+def canonical_from_link_header(headers: list[tuple[str, str]], base_url: str) -> str | None:
+    """``Link: <https://example.com/a>; rel="canonical"`` (RFC 8288, RFC 6596)."""
+    for name, value in headers:
+        if name.lower() != "link":
+            continue
+        for match in _LINK_VALUE.finditer(value):
+            rel = _REL_PARAM.search(match.group(2))
+            if rel and "canonical" in (rel.group(1) or rel.group(2) or "").lower().split():
+                return urljoin(base_url, match.group(1).strip())
+    return None

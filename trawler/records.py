@@ -110,3 +110,7 @@ class PageRecord:
     canonical: str | None = None
     noindex: bool = False
     attempts: int = 1
+    host: str | None = None
+    duplicate_of: str | None = None  # canonical URL elsewhere, or first page with this content
+    simhash: str | None = None  # 16 hex digits
+    text_hash: str | None = None  # exact-duplicate key of the extracted text

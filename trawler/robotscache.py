@@ -17,7 +17,7 @@ from trawler.records import FetchResult
 CACHE_TTL_S = 24 * 3600.0
 # After a 5xx / 429 / network failure the host is fully disallowed (§2.3.1.4)
 # and robots.txt is tried again after these waits; then the URLs fail.
-RETRY_WAITS_S = (5.0, 30.0, 120.0)
+DEFAULT_RETRY_WAITS_S = (5.0, 30.0, 120.0)  # CrawlConfig.robots_retry_waits_s
 _TOO_MANY_REDIRECTS = frozenset({"too_many_redirects", "redirect_loop"})
 # Errors that retrying robots.txt will not cure: each URL of the origin fails with them.
 HOST_FATAL_ERRORS = frozenset({"dns", "private_address", "bad_url"})
@@ -31,6 +31,7 @@ class RobotsEntry:
     unavailable: bool = False  # 5xx / 429 / network error: everything disallowed for now
     failures: int = 0  # consecutive unavailable answers
     fatal_error: str | None = None  # the host cannot be fetched at all (dns, private_address)
+    retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S
 
     def expired(self, now: float) -> bool:
         if self.unavailable and not self.gave_up:
@@ -39,17 +40,22 @@ class RobotsEntry:
 
     @property
     def retry_at(self) -> float:
-        wait = RETRY_WAITS_S[min(self.failures, len(RETRY_WAITS_S)) - 1]
+        waits = self.retry_waits_s or (0.0,)
+        wait = waits[min(self.failures, len(waits)) - 1]
         return self.fetched_at + wait
 
     @property
     def gave_up(self) -> bool:
         """Unavailable for every retry: the host's URLs fail with robots_unavailable."""
-        return self.unavailable and self.failures > len(RETRY_WAITS_S)
+        return self.unavailable and self.failures > len(self.retry_waits_s)
 
 
 def entry_from_fetch(
-    result: FetchResult, user_agent: str, now: float, previous: RobotsEntry | None
+    result: FetchResult,
+    user_agent: str,
+    now: float,
+    previous: RobotsEntry | None,
+    retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S,
 ) -> RobotsEntry:
     """RFC 9309 §2.3.1: the meaning of each way a robots.txt fetch can end."""
     status = result.status
@@ -67,4 +73,6 @@ def entry_from_fetch(
     # trouble): assume complete disallow, and try again later.
     failures = previous.failures + 1 if previous and previous.unavailable else 1
     rules = robots.Rules.disallow_all()
-    return RobotsEntry(rules, now, status, unavailable=True, failures=failures)
+    return RobotsEntry(
+        rules, now, status, unavailable=True, failures=failures, retry_waits_s=retry_waits_s
+    )

@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS pages (
     depth INTEGER, parent_url TEXT, title TEXT, description TEXT, keywords TEXT,
     text TEXT, links_count INTEGER, content_sha256 TEXT, fetched_at REAL,
     fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
-    canonical TEXT, noindex INTEGER, attempts INTEGER
+    canonical TEXT, noindex INTEGER, attempts INTEGER,
+    host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,          -- e.g. rejected.out_of_scope, robots.fetched
@@ -153,6 +154,11 @@ class SqliteStore:
             (name, size),
         )
 
+    def host_url_counts(self) -> dict[str, int]:
+        """URLs admitted per host (for --max-pages-per-host after a resume)."""
+        sql = f"SELECT host, count(*) FROM urls WHERE state != {SKIPPED} GROUP BY host"
+        return dict(self.conn.execute(sql))
+
     def warc_positions(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT name, committed_bytes FROM warc_files"))
 
@@ -162,7 +168,8 @@ class SqliteStore:
 EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
-    "fetch_duration_s", "canonical", "noindex", "error", "warc_file", "warc_offset",
+    "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "error",
+    "warc_file", "warc_offset",
 )  # fmt: skip
 
 

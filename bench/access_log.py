@@ -1,0 +1,161 @@
+"""Read the benchmark's nginx access log: politeness per host and the crawl's timeline.
+
+    .venv/bin/python bench/access_log.py bench/work/crawl/site/logs/access.log [--delay 1]
+
+The log is JSON lines in bench/make_nginx_site.py's format. nginx writes
+``$msec`` when the response is done, so a request *arrived* at ``t - rt``;
+politeness is about arrivals (start-to-start), so that is what the gaps use.
+Both fields have millisecond resolution.
+
+Run on a crawl with ``--delay 0.5`` (bench/run_crawl_bench.py --delay 0.5)
+to see the check fail: it then reports gaps below 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(slots=True)
+class Request:
+    arrived_at: float  # epoch seconds: t - rt
+    done_at: float  # epoch seconds: t
+    host: str
+    path: str
+    status: int
+
+
+@dataclass(slots=True)
+class Politeness:
+    hosts: int
+    gaps: int
+    min_gap_s: float | None
+    min_gap_host: str | None
+    gaps_below_delay: int  # start-to-start gaps shorter than the configured delay
+    gaps_below_delay_2ms: int  # ... by more than the log's rounding (2 ms)
+    max_in_flight_per_host: int  # overlapping requests on one host (must be 1)
+
+
+@dataclass(slots=True)
+class Timeline:
+    requests: int
+    robots_requests: int
+    pages: int  # requests other than robots.txt
+    first_arrival: float
+    last_done: float
+    page_done_times: list[float]  # sorted
+
+
+def read_log(path: Path) -> list[Request]:
+    requests = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            entry = json.loads(line)
+            done_at, duration_s = float(entry["t"]), float(entry["rt"])
+            requests.append(
+                Request(
+                    done_at - duration_s, done_at, entry["host"], entry["path"], entry["status"]
+                )
+            )
+    return requests
+
+
+def check_politeness(requests: list[Request], delay_s: float) -> Politeness:
+    """Start-to-start gaps per host, and overlap of requests to one host."""
+    by_host: dict[str, list[Request]] = defaultdict(list)
+    for request in requests:
+        by_host[request.host].append(request)
+    gaps = below = below_2ms = max_in_flight = 0
+    min_gap: tuple[float, str] | None = None
+    for host, host_requests in by_host.items():
+        host_requests.sort(key=lambda r: r.arrived_at)
+        max_in_flight = max(max_in_flight, _max_overlap(host_requests))
+        for before, after in zip(host_requests, host_requests[1:], strict=False):
+            gap = after.arrived_at - before.arrived_at
+            gaps += 1
+            below += gap < delay_s
+            # t and rt are each rounded to 1 ms, so an arrival is known to +-1 ms.
+            below_2ms += gap < delay_s - 0.002
+            if min_gap is None or gap < min_gap[0]:
+                min_gap = (gap, host)
+    return Politeness(
+        hosts=len(by_host),
+        gaps=gaps,
+        min_gap_s=round(min_gap[0], 3) if min_gap else None,
+        min_gap_host=min_gap[1] if min_gap else None,
+        gaps_below_delay=below,
+        gaps_below_delay_2ms=below_2ms,
+        max_in_flight_per_host=max_in_flight,
+    )
+
+
+def _max_overlap(host_requests: list[Request]) -> int:
+    """Most requests to one host in flight at once (arrival-sorted input)."""
+    worst, ends = 0, []
+    for request in host_requests:
+        ends = [end for end in ends if end > request.arrived_at]
+        ends.append(request.done_at)
+        worst = max(worst, len(ends))
+    return worst
+
+
+def timeline(requests: list[Request]) -> Timeline:
+    page_done = sorted(r.done_at for r in requests if r.path != "/robots.txt")
+    return Timeline(
+        requests=len(requests),
+        robots_requests=len(requests) - len(page_done),
+        pages=len(page_done),
+        first_arrival=min(r.arrived_at for r in requests),
+        last_done=max(r.done_at for r in requests),
+        page_done_times=page_done,
+    )
+
+
+def steady_rate(done_times: list[float], low: float = 0.1, high: float = 0.9) -> float | None:
+    """Pages/s between the ``low`` and ``high`` quantiles of completion times.
+
+    Leaves out the start (every host's robots.txt first, then one home page
+    each) and the tail (the last hosts finishing their queues).
+    """
+    n = len(done_times)
+    if n < 10:
+        return None
+    i, j = int(n * low), int(n * high) - 1
+    span_s = done_times[j] - done_times[i]
+    return (j - i) / span_s if span_s > 0 else None
+
+
+def peak_rate(done_times: list[float], window_s: float = 5.0) -> float:
+    """Highest pages/s over any ``window_s`` window (sorted input)."""
+    best, start = 0, 0
+    for end, t in enumerate(done_times):
+        while t - done_times[start] > window_s:
+            start += 1
+        best = max(best, end - start + 1)
+    return best / window_s
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("log", type=Path)
+    parser.add_argument("--delay", type=float, default=1.0, help="configured --delay (s)")
+    args = parser.parse_args(argv)
+    requests = read_log(args.log)
+    if not requests:
+        sys.exit("empty access log")
+    print(json.dumps(asdict(check_politeness(requests, args.delay)), indent=2))
+    line = timeline(requests)
+    print(
+        f"{line.requests} requests ({line.robots_requests} robots.txt) in "
+        f"{line.last_done - line.first_arrival:.1f} s; steady {steady_rate(line.page_done_times) or 0:.0f}"
+        f" pages/s; peak 5 s {peak_rate(line.page_done_times):.0f} pages/s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""Throughput benchmark: crawl a generated web served by nginx, at 1 request/s per host.
+
+    .venv/bin/python bench/run_crawl_bench.py [--hosts 2000] [--pages 30] [--concurrency 3000]
+        [--max-seconds 300] [--max-pages N] [--profile] [--json-out FILE]
+
+Starts nginx with bench/nginx.sh (which installs it when missing), runs
+``trawler crawl`` on every host's home page as a child process with robots.txt,
+dedup and WARC+SQLite storage on (they always are), samples the child's CPU
+time and RSS from /proc while it runs, then reports:
+
+- pages stored (``trawler stats --json``), wall time, pages/s overall and in
+  steady state (10%-90% of page completions in nginx's log: leaves out the
+  robots.txt start and the tail), peak 5 s rate;
+- CPU seconds (user + sys, from wait4's rusage) per 1,000 pages, peak RSS;
+- nginx's CPU and the whole machine's, so other load on the box shows;
+- politeness from nginx's access log (bench/access_log.py): per host, the
+  minimum start-to-start gap and how many gaps are shorter than --delay.
+
+A web of H hosts at 1 request/s per host cannot go faster than H requests/s,
+so the default 2,000 hosts leaves room above the 1,000 pages/s target.
+With --profile, py-spy (``pip install py-spy``) samples the crawler for the
+whole run and bench/profile_summary.py buckets the samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench modules
+
+import access_log  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SAMPLE_INTERVAL_S = 0.5
+STOP_GRACE_S = 15.0
+
+
+@dataclass(slots=True)
+class Sample:
+    elapsed_s: float
+    cpu_s: float  # user + sys of the crawler so far
+    rss_kb: int
+
+
+@dataclass(slots=True)
+class ChildRun:
+    wall_s: float
+    cpu_user_s: float
+    cpu_sys_s: float
+    max_rss_kb: int  # wait4's ru_maxrss: the child's peak RSS
+    exit_code: int
+    stopped_by_bench: bool
+    started_at: float  # epoch, to line up with nginx's log
+    samples: list[Sample] = field(default_factory=list)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=2000)
+    parser.add_argument("--pages", type=int, default=30, help="/p/ pages per host")
+    parser.add_argument("--port", type=int, default=8900)
+    parser.add_argument("--nginx-workers", default="1")
+    parser.add_argument("--concurrency", type=int, default=3000)
+    parser.add_argument("--delay", type=float, default=1.0, help="trawler --delay (s)")
+    parser.add_argument("--max-seconds", type=float, default=300.0, help="SIGINT the crawl then")
+    parser.add_argument("--max-pages", type=int, help="trawler --max-pages")
+    parser.add_argument("--work", type=Path, default=ROOT / "bench/work/crawl")
+    parser.add_argument("--profile", action="store_true", help="sample the crawler with py-spy")
+    parser.add_argument("--keep-nginx", action="store_true", help="leave nginx running")
+    parser.add_argument("--keep-data", action="store_true", help="keep the crawl's data dir")
+    parser.add_argument("--json-out", type=Path, help="also write the report as JSON here")
+    return parser.parse_args(argv)
+
+
+def raise_fd_limit() -> int:
+    """Sockets: --concurrency connections plus keep-alive ones; children inherit this."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return want
+
+
+def nginx(action: str, args: argparse.Namespace) -> None:
+    site = args.work / "site"
+    cmd = [str(ROOT / "bench/nginx.sh"), action, "--out", str(site)]
+    if action == "start":
+        cmd += ["--hosts", str(args.hosts), "--pages", str(args.pages)]
+        cmd += ["--port", str(args.port), "--workers", args.nginx_workers]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
+    cmd = [str(ROOT / ".venv/bin/trawler"), "crawl", "--seeds-file", str(args.work / "site/seeds.txt")]
+    cmd += ["--data", str(data), "--allow-private", "--scope", "any", "--delay", str(args.delay)]
+    cmd += ["--concurrency", str(args.concurrency), "-q"]
+    if args.max_pages:
+        cmd += ["--max-pages", str(args.max_pages)]
+    return cmd
+
+
+def proc_cpu_s(pid: int) -> float:
+    """user + sys CPU seconds of a live process (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14, 15
+
+
+def proc_hwm_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine spent not idle, all cores (from /proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values[:8]) - idle) / CLK_TCK  # up to steal; guest is counted in user
+
+
+def nginx_cpu_s(site: Path) -> float:
+    """CPU seconds of nginx's master and workers so far."""
+    master = int((site / "nginx.pid").read_text())
+    pids = [master]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == master:
+                        pids.append(int(entry))
+            except (OSError, ValueError):
+                continue
+    return sum(proc_cpu_s(pid) for pid in pids)
+
+
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy, non-blocking (it does not pause the crawler), 100 samples/s, per thread."""
+    cmd = [str(ROOT / ".venv/bin/py-spy"), "record", "--pid", str(pid), "--nonblocking"]
+    cmd += ["--threads", "--rate", "100", "--format", "raw", "--output", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def run_child(cmd: list[str], max_seconds: float, profile_out: Path | None) -> ChildRun:
+    """Run the crawl, sampling it; SIGINT (a clean stop) at max_seconds, SIGKILL later."""
+    started_at, start = time.time(), time.monotonic()
+    child = subprocess.Popen(cmd, cwd=ROOT)
+    profiler = start_profiler(child.pid, profile_out) if profile_out else None
+    samples, stopped, killed = [], False, False
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:  # reaped here, with its rusage; Popen must not wait again
+            child.returncode = os.waitstatus_to_exitcode(status)
+            break
+        elapsed = time.monotonic() - start
+        try:
+            samples.append(Sample(elapsed, proc_cpu_s(child.pid), proc_hwm_kb(child.pid)))
+        except OSError:
+            pass  # exited between wait4 and the read
+        if elapsed > max_seconds and not stopped:
+            child.send_signal(signal.SIGINT)
+            stopped = True
+        if elapsed > max_seconds + STOP_GRACE_S and not killed:
+            child.kill()
+            killed = True
+        time.sleep(SAMPLE_INTERVAL_S)
+    wall = time.monotonic() - start
+    if profiler is not None:
+        _, err = profiler.communicate(timeout=60)
+        if profiler.returncode:
+            print(f"py-spy failed: {err.decode(errors='replace')}", file=sys.stderr)
+    return ChildRun(
+        wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss, child.returncode, stopped,
+        started_at, samples,
+    )  # fmt: skip
+
+
+def trawler_stats(data: Path) -> dict:
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/trawler"), "stats", "--data", str(data), "--json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return json.loads(out.stdout)
+
+
+def steady_cpu_per_1k(run: ChildRun, done_times: list[float]) -> float | None:
+    """CPU s per 1,000 pages between the 10% and 90% page completions."""
+    n = len(done_times)
+    if n < 10 or len(run.samples) < 2:
+        return None
+    t10, t90 = done_times[int(n * 0.1)], done_times[int(n * 0.9) - 1]
+    cpu10 = _cpu_at(run, t10 - run.started_at)
+    cpu90 = _cpu_at(run, t90 - run.started_at)
+    pages = int(n * 0.9) - 1 - int(n * 0.1)
+    return (cpu90 - cpu10) / pages * 1000 if pages > 0 else None
+
+
+def _cpu_at(run: ChildRun, elapsed_s: float) -> float:
+    """CPU seconds at ``elapsed_s``, linearly interpolated between samples."""
+    samples = run.samples
+    for before, after in zip(samples, samples[1:], strict=False):
+        if after.elapsed_s >= elapsed_s:
+            share = (elapsed_s - before.elapsed_s) / (after.elapsed_s - before.elapsed_s)
+            return before.cpu_s + share * (after.cpu_s - before.cpu_s)
+    return samples[-1].cpu_s
+
+
+def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  # noqa: ANN001
+    pages = stats["pages_stored"]
+    line = access_log.timeline(requests)
+    cpu_s = run.cpu_user_s + run.cpu_sys_s
+    return {
+        "command": " ".join(cmd),
+        "hosts": args.hosts,
+        "pages_per_host": args.pages,
+        "concurrency": args.concurrency,
+        "pages_stored": pages,
+        "errors": stats["errors"],
+        "status": stats["status"],
+        "requests_logged": line.requests,
+        "robots_requests": line.robots_requests,
+        "wall_s": round(run.wall_s, 2),
+        "crawl_span_s": round(line.last_done - line.first_arrival, 2),
+        "pages_per_s_overall": round(pages / run.wall_s, 1),
+        "pages_per_s_steady": round(access_log.steady_rate(line.page_done_times) or 0, 1),
+        "pages_per_s_peak_5s": round(access_log.peak_rate(line.page_done_times), 1),
+        "cpu_user_s": round(run.cpu_user_s, 2),
+        "cpu_sys_s": round(run.cpu_sys_s, 2),
+        "cpu_s_per_1k_pages": round(cpu_s / pages * 1000, 3) if pages else None,
+        "cpu_s_per_1k_pages_steady": _round(steady_cpu_per_1k(run, line.page_done_times)),
+        "crawler_cores_busy_avg": round(cpu_s / run.wall_s, 2),
+        "peak_rss_mb": round(run.max_rss_kb / 1024, 1),
+        "nginx_cpu_s": round(nginx_s, 2),
+        "machine_busy_cores_avg": round(machine_s / run.wall_s, 2),
+        "other_cpu_s": round(machine_s - cpu_s - nginx_s, 2),
+        "exit_code": run.exit_code,
+        "stopped_by_max_seconds": run.stopped_by_bench,
+        "politeness": asdict(access_log.check_politeness(requests, args.delay)),
+        "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.work = args.work.resolve()
+    raise_fd_limit()
+    args.work.mkdir(parents=True, exist_ok=True)
+    loadavg = Path("/proc/loadavg").read_text().split()[:3]
+    nginx("start", args)
+    data = Path(tempfile.mkdtemp(prefix="data-", dir=args.work))
+    profile_out = args.work / "profile.txt" if args.profile else None
+    try:
+        cmd = crawl_command(args, data)
+        nginx_before, machine_before = nginx_cpu_s(args.work / "site"), machine_busy_s()
+        run = run_child(cmd, args.max_seconds, profile_out)
+        nginx_s = nginx_cpu_s(args.work / "site") - nginx_before
+        machine_s = machine_busy_s() - machine_before
+        stats = trawler_stats(data)
+        requests = access_log.read_log(args.work / "site/logs/access.log")
+    finally:
+        if not args.keep_nginx:
+            nginx("stop", args)
+    report = build_report(args, cmd, run, stats, requests, nginx_s, machine_s)
+    report["loadavg_before"] = loadavg
+    print(json.dumps(report, indent=2))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if profile_out:
+        print(f"py-spy samples: {profile_out} (bench/profile_summary.py {profile_out})")
+    if not args.keep_data:
+        subprocess.run(["rm", "-rf", str(data)], check=True)
+
+
+if __name__ == "__main__":
+    main()
