@@ -302,7 +302,7 @@ class Crawler:
             url = self.normalise(seed)
             if url is not None:
                 seeds.append(self.links.request(url, 0, None))
-        self._batch.new_requests += self.frontier.filter_new(seeds)
+        self._batch.new_requests += self.links.within_host_budget(self.frontier.filter_new(seeds))
 
     async def _commit_loop(self) -> None:
         while True:

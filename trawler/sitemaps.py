@@ -85,7 +85,7 @@ def parse_sitemap(
         data, error = _gunzip(body, max_bytes)
         too_large = len(data) > max_bytes
         data = data[:max_bytes]
-        if not data.strip():
+        if not data or data.isspace():
             return SitemapDoc("invalid", error=error or "empty")
         if _looks_like_xml(data):
             doc = _parse_xml(data, url, max_urls)
@@ -93,10 +93,11 @@ def parse_sitemap(
             doc = _parse_text(data, max_urls)
     except Exception:  # the contract is "never raises"; a bug costs one sitemap
         return SitemapDoc("invalid", error="internal")
-    if too_large:  # the cut, not the document, explains any XML error
-        doc.truncated, doc.error = True, "too_large"
-    elif error is not None:
-        doc.error = error
+    if too_large:
+        doc.truncated = True
+    cause = "too_large" if too_large else error
+    if cause is not None and doc.error in (None, "invalid_xml"):
+        doc.error = cause  # the cut or the bad stream, not the document, explains the fault
     return doc
 
 
