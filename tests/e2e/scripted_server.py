@@ -41,8 +41,10 @@ class ScriptedServer:
         host, port = request.transport.get_extra_info("sockname")[:2]  # type: ignore[union-attr]
         index = int(host.rsplit(".", 1)[1]) - 1
         response = self._response(index, request.raw_path)
-        self.log.write(json.dumps({"t": arrived, "host": f"{host}:{port}", "path": request.raw_path,
-                                   "status": response.status, "ua": request.headers.get("User-Agent", "")}) + "\n")  # fmt: skip
+        agent = request.headers.get("User-Agent", "")
+        entry = {"t": arrived, "host": f"{host}:{port}", "path": request.raw_path,
+                 "status": response.status, "ua": agent}  # fmt: skip
+        self.log.write(json.dumps(entry) + "\n")
         return response
 
     def _response(self, index: int, path: str) -> web.Response:
