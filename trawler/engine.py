@@ -20,7 +20,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -32,7 +31,7 @@ from trawler.outcome import REDIRECT_ELSEWHERE, page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robots import user_agent_token
 from trawler.robotscache import RobotsEntry, entry_from_fetch
-from trawler.store.embedded import CommitBatch, EmbeddedBackend
+from trawler.store.base import Backend, CommitBatch
 from trawler.urls import Normaliser, Scope, TrapRules, host_key, origin
 
 log = logging.getLogger("trawler")
@@ -64,7 +63,7 @@ class Crawler:
     def __init__(
         self,
         config: CrawlConfig,
-        backend: EmbeddedBackend,
+        backend: Backend,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> None:
         self.config = config
@@ -78,7 +77,6 @@ class Crawler:
         )  # fmt: skip
         self.agent_token = user_agent_token(config.user_agent)
         self.fetcher = Fetcher(config)
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
         self._robots: dict[str, RobotsEntry] = {}
         self._batch = CommitBatch()
         self._counters: Counter[str] = Counter()
@@ -93,15 +91,11 @@ class Crawler:
     # -- public ------------------------------------------------------------------
     async def run(self, stored_before: int) -> bool:
         """Crawl until done, stopped or the page budget is spent; True when complete."""
-        loop = asyncio.get_running_loop()
         self.pages_stored = stored_before
-        self.frontier = await loop.run_in_executor(
-            self._writer, self.backend.open_crawl, self.config
-        )
+        self.frontier = await self.backend.open(self.config)
         if self.config.max_pages_per_host is not None:
-            counts = await loop.run_in_executor(self._writer, self.backend.store.host_url_counts)
-            self.links.admitted.update(counts)
-        self._add_seeds()
+            self.links.admitted.update(await self.backend.host_url_counts())
+        await self._add_seeds()
         await self._commit()
         await self.fetcher.start()
         committer = asyncio.create_task(self._commit_loop())
@@ -116,15 +110,14 @@ class Crawler:
             if reporter:
                 reporter.cancel()
             await self.fetcher.close()
-            await loop.run_in_executor(self._writer, self._close_backend)
-            self._writer.shutdown()
+            await self._close_backend()
         if self._fatal is not None:
             raise self._fatal
         return self.exhausted or self._budget_spent()
 
-    def _close_backend(self) -> None:
+    async def _close_backend(self) -> None:
         try:
-            self.backend.close()
+            await self.backend.close()
         except Exception as exc:  # e.g. disk full while closing the WARC file
             log.error("cannot close the store cleanly: %s", exc)
             self._fatal = self._fatal or exc
@@ -190,10 +183,10 @@ class Crawler:
         try:
             verdict = await self._robots_verdict(request.url, host)
             if verdict is Verdict.LATER:
-                self.frontier.hand_back(request, self._robots_retry_in(request.url))
+                await self.frontier.hand_back(request, self._robots_retry_in(request.url))
                 return
             if verdict is Verdict.FAILED:  # the origin cannot be fetched (dns, private)
-                self._record(request, self._robots_failure(request.url))
+                await self._record(request, self._robots_failure(request.url))
                 return
             if verdict is not Verdict.ALLOW:
                 reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
@@ -205,14 +198,14 @@ class Crawler:
                 hop_check=partial(self._hop_check, host),
                 on_sent=partial(self.frontier.record_sent, host),
             )
-            self._record(request, result)
+            await self._record(request, result)
         except Exception as exc:  # a bug must cost one URL, never the crawl
             log.exception("internal error on %s", request.url)
-            self._record(request, _internal_error(request.url, exc))
+            await self._record(request, _internal_error(request.url, exc))
         finally:
-            self.frontier.finish_host(host)
+            await self.frontier.finish_host(host)
 
-    def _record(self, request: CrawlRequest, result: FetchResult) -> None:
+    async def _record(self, request: CrawlRequest, result: FetchResult) -> None:
         outcome = page_outcome(request, result, self.config, self.agent_token)
         if outcome.page.error is not None:
             self.errors += 1
@@ -222,7 +215,7 @@ class Crawler:
         if outcome.page.canonical is not None:
             discovered += self._canonical(outcome.page, request)
         self._batch.fetched.append((request, result, outcome.page))
-        fresh = self.frontier.filter_new(discovered)
+        fresh = await self.frontier.filter_new(discovered)
         self._batch.new_requests += self.links.within_host_budget(fresh)
         if len(self._batch) >= COMMIT_MAX_ITEMS:
             self._commit_wanted.set()
@@ -250,7 +243,7 @@ class Crawler:
         if not self.scope.allows(url):
             return "out_of_scope"
         hop = self.links.request(url, 0, None)
-        if hop.host != held_host or not self.frontier.filter_new([hop]):
+        if hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
         verdict = await self._robots_verdict(url, held_host)
         if verdict is not Verdict.ALLOW:
@@ -296,13 +289,14 @@ class Crawler:
         return entry.rules.allowed(url)
 
     # -- seeds, commits, progress ----------------------------------------------------
-    def _add_seeds(self) -> None:
+    async def _add_seeds(self) -> None:
         seeds = []
         for seed in self.config.seeds:
             url = self.normalise(seed)
             if url is not None:
                 seeds.append(self.links.request(url, 0, None))
-        self._batch.new_requests += self.links.within_host_budget(self.frontier.filter_new(seeds))
+        fresh = await self.frontier.filter_new(seeds)
+        self._batch.new_requests += self.links.within_host_budget(fresh)
 
     async def _commit_loop(self) -> None:
         while True:
@@ -328,11 +322,8 @@ class Crawler:
         self._counters.clear()
         if not len(batch):
             return
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._writer, self.backend.commit, batch)
+        await self.backend.commit(batch)
         self.pages_stored += len(batch.fetched)
-        self.frontier.enqueue(batch.new_requests)
-        self.frontier.ack(batch.acked)
 
     async def _report_loop(self) -> None:
         assert self.on_progress is not None

@@ -8,7 +8,7 @@ Per URL, ``RetryPolicy.decide`` maps one fetch outcome to a ``Decision``:
 | outcome | action |
 |---|---|
 | 2xx, 3xx | done |
-| dns failure | fail (RFC 9309 §2.3.1.4 aside, a name that does not resolve will not soon) |
+| dns failure | fail: a name that does not resolve now will not in seconds |
 | connect / timeout / connection_closed | retry with exponential back-off, then fail |
 | 5xx other than 503 | retry with exponential back-off, then dead (dead-lettered) |
 | 429, 503 | retry no sooner than Retry-After (RFC 9110 §10.2.3), then dead |
@@ -31,7 +31,7 @@ Action = Literal["done", "retry", "fail", "dead"]
 
 # Errors a later attempt may cure: the server was unreachable or hung up.
 TRANSIENT_ERRORS = frozenset({"connect", "timeout", "connection_closed"})
-# Statuses that ask the client to slow down (RFC 9110 §15.5.21 via RFC 6585 §4, §15.6.4).
+# Statuses that ask the client to slow down: 429 (RFC 6585 §4), 503 (RFC 9110 §15.6.4).
 SLOW_DOWN_STATUSES = frozenset({429, 503})
 
 BACKOFF_INITIAL_S = 1.0  # first extra interval after a 429/503 without Retry-After
@@ -103,7 +103,7 @@ class RetryPolicy:
         """base * 2**(attempts - 1), capped at max_delay_s, then scaled by ± jitter."""
         exponent = min(max(attempts_made - 1, 0), 62)  # 2**62 s is past any cap
         delay = min(self.base_delay_s * 2**exponent, self.max_delay_s)
-        return delay * rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
+        return max(delay * rng.uniform(1.0 - self.jitter, 1.0 + self.jitter), 0.0)
 
     def _retry_or(
         self, reason: str, give_up: Action, attempts_made: int, rng: random.Random

@@ -17,11 +17,8 @@ from trawler.records import CrawlRequest
 
 
 class Frontier(Protocol):
-    def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
+    async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Drop URLs seen before (by fingerprint) and mark the rest seen."""
-
-    def enqueue(self, requests: Sequence[CrawlRequest]) -> None:
-        """Make committed new URLs available for scheduling."""
 
     async def next(self) -> CrawlRequest | None:
         """Lease the next URL whose host is ready; wait for one if none is.
@@ -33,19 +30,19 @@ class Frontier(Protocol):
     def record_sent(self, host: str, sent_at: float) -> None:
         """A request to ``host`` left at monotonic ``sent_at``: space the next one."""
 
-    def finish_host(self, host: str) -> None:
+    async def finish_host(self, host: str) -> None:
         """The engine is done with the host slot it got from ``next()``."""
 
     async def acquire_host(self, host: str) -> None:
         """Take a host slot outside ``next()`` (same-host redirect hops, robots.txt)."""
 
+    def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
+        """robots.txt gave the host a Crawl-delay (or none)."""
+
     async def wait_host_ready(self, host: str) -> None:
         """While holding ``host``, wait until its next request may start."""
 
-    def ack(self, count: int) -> None:
-        """``count`` leased URLs were committed (done, failed or skipped)."""
-
-    def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
+    async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         """Return a leased URL unacknowledged; its host waits ``delay_s`` more."""
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ class SqliteFrontier:
         )
 
     # -- scheduling (event loop) ------------------------------------------------
-    def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
+    async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         seen = self._seen
         fresh = []
         for request in requests:
@@ -128,7 +128,7 @@ class SqliteFrontier:
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._slot(host), sent_at)
 
-    def finish_host(self, host: str) -> None:
+    async def finish_host(self, host: str) -> None:
         slot = self._slot(host)
         slot.busy = False
         self._schedule(slot)
@@ -151,7 +151,7 @@ class SqliteFrontier:
         if self._leased == 0:
             self._changed.set()
 
-    def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
+    async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         slot = self._slot(request.host)
         slot.next_allowed_at = max(slot.next_allowed_at, self.clock() + delay_s)
         self._leased -= 1

@@ -8,41 +8,26 @@ when that transaction returns. A kill before it loses nothing: the batch's
 URLs are still queued in the database and are fetched again on resume;
 WARC bytes written after the last committed size are cut off on restart.
 
-Everything here is blocking and runs on one writer thread.
+The blocking work runs on one writer thread owned by the backend; the
+async methods are what the engine calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trawler import __version__
 from trawler.config import CrawlConfig
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
-from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.store import sqlite as db
+from trawler.store.base import CommitBatch
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
-
-
-@dataclass(slots=True)
-class CommitBatch:
-    """What one group commit makes durable."""
-
-    fetched: list[tuple[CrawlRequest, FetchResult, PageRecord]] = field(default_factory=list)
-    skipped: list[tuple[CrawlRequest, str]] = field(default_factory=list)
-    new_requests: list[CrawlRequest] = field(default_factory=list)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.fetched) + len(self.skipped) + len(self.new_requests) + len(self.counters)
-
-    @property
-    def acked(self) -> int:
-        return len(self.fetched) + len(self.skipped)
 
 
 class EmbeddedBackend:
@@ -54,8 +39,32 @@ class EmbeddedBackend:
         self.store = db.SqliteStore(self.conn)
         self.frontier: SqliteFrontier | None = None
         self.warc: WarcWriter | None = None
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
 
-    def open_crawl(self, config: CrawlConfig) -> SqliteFrontier:
+    async def _in_writer(self, fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    async def open(self, config: CrawlConfig) -> SqliteFrontier:
+        """Load (or resume) the crawl; returns its frontier."""
+        return await self._in_writer(self._open, config)
+
+    async def commit(self, batch: CommitBatch) -> None:
+        """The commit point; then schedule the new URLs and acknowledge the leases."""
+        assert self.frontier is not None
+        await self._in_writer(self._commit, batch)
+        self.frontier.enqueue(batch.new_requests)
+        self.frontier.ack(batch.acked)
+
+    async def host_url_counts(self) -> dict[str, int]:
+        return await self._in_writer(self.store.host_url_counts)
+
+    async def close(self) -> None:
+        try:
+            await self._in_writer(self._close)
+        finally:
+            self._writer.shutdown()
+
+    def _open(self, config: CrawlConfig) -> SqliteFrontier:
         """Repair WARC files left by a crash, load the frontier, open a WARC file."""
         warc_dir = self.data_dir / WARC_DIR
         warc_dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +77,7 @@ class EmbeddedBackend:
         )
         return self.frontier
 
-    def commit(self, batch: CommitBatch) -> None:
+    def _commit(self, batch: CommitBatch) -> None:
         assert self.warc is not None and self.frontier is not None
         pages = []
         for _request, result, page in batch.fetched:
@@ -89,7 +98,7 @@ class EmbeddedBackend:
             if position is not None:
                 self.store.set_warc_position(*position)
 
-    def close(self) -> None:
+    def _close(self) -> None:
         if self.warc is not None:
             self.warc.close()
         self.conn.close()
