@@ -76,6 +76,7 @@ def crawl(
     max_bytes: Annotated[int | None, typer.Option(help="Body size cap in bytes [10 MB].")] = None,
     strip_param: Annotated[list[str] | None, typer.Option(help="Extra query parameter to strip (repeatable; 'x_*' = prefix).")] = None,
     warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
+    max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,
     max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
@@ -91,7 +92,7 @@ def crawl(
         "timeout_s": timeout, "connect_timeout_s": connect_timeout, "max_bytes": max_bytes,
         "strip_params": strip_param, "warc_max_bytes": warc_max_bytes,
         "max_pages_per_host": max_pages_per_host, "max_links_per_page": max_links_per_page,
-        "robots_retry_waits_s": robots_retry_wait,
+        "robots_retry_waits_s": robots_retry_wait, "max_attempts": max_attempts,
     }  # fmt: skip
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     try:

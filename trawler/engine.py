@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import REDIRECT_ELSEWHERE, page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.retry import RetryPolicy
 from trawler.robots import user_agent_token
 from trawler.robotscache import RobotsEntry, entry_from_fetch
 from trawler.store.base import Backend, CommitBatch
@@ -76,6 +78,8 @@ class Crawler:
             max_per_host=config.max_pages_per_host,
         )  # fmt: skip
         self.agent_token = user_agent_token(config.user_agent)
+        self.retry = RetryPolicy(max_attempts=config.max_attempts)
+        self._rng = random.Random()  # retry jitter
         self.fetcher = Fetcher(config)
         self._robots: dict[str, RobotsEntry] = {}
         self._batch = CommitBatch()
@@ -198,12 +202,30 @@ class Crawler:
                 hop_check=partial(self._hop_check, host),
                 on_sent=partial(self.frontier.record_sent, host),
             )
-            await self._record(request, result)
+            await self._after_fetch(request, result)
         except Exception as exc:  # a bug must cost one URL, never the crawl
             log.exception("internal error on %s", request.url)
             await self._record(request, _internal_error(request.url, exc))
         finally:
             await self.frontier.finish_host(host)
+
+    async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
+        """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
+        self.frontier.record_response(
+            request.host, result.status, result.error, result.retry_after_s
+        )
+        decision = self.retry.decide(
+            result.error, result.status, request.attempts + 1, self._rng, result.retry_after_s
+        )
+        self._batch.attempts.append(_attempt_row(request, result, decision.action))
+        if decision.action == "retry":
+            request.attempts += 1
+            self._counters[f"retried.{decision.reason}"] += 1
+            await self.frontier.retry_later(request, decision.delay_s)
+            return
+        if decision.action == "dead":
+            self._batch.dead.add(request.fp)
+        await self._record(request, result)
 
     async def _record(self, request: CrawlRequest, result: FetchResult) -> None:
         outcome = page_outcome(request, result, self.config, self.agent_token)
@@ -263,6 +285,7 @@ class Crawler:
                 site + "/robots.txt", on_sent=partial(self.frontier.record_sent, host)
             )
             waits = tuple(self.config.robots_retry_waits_s)
+            self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
             entry = entry_from_fetch(result, self.config.user_agent, time.monotonic(), entry, waits)
             self._robots[site] = entry
             self._counters["robots.fetched"] += 1
@@ -338,6 +361,11 @@ class Crawler:
                 pages, rate, frontier.queued, frontier.active_hosts, self.errors, now - started
             )
             self.on_progress(snapshot)
+
+
+def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> tuple:
+    return (request.url, request.attempts + 1, result.started_at, round(result.duration_s, 6),
+            result.status, result.error, decision)  # fmt: skip
 
 
 def _internal_error(url: str, exc: Exception) -> FetchResult:

@@ -12,6 +12,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +39,15 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _DRAIN_MAX_BYTES = 64 * 1024
 _DNS_TTL_S = 300
 _ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """What one fetch may cost: redirect hops, and body bytes (wire and decoded)."""
+
+    max_redirects: int
+    max_bytes: int
+    truncate: bool = False  # keep the first max_bytes of a longer body instead of failing
 
 
 class FetchError(Exception):
@@ -107,6 +117,13 @@ class Fetcher:
             response_class=_PeerResponse,
             trust_env=False,  # never pick up a proxy from the environment
         )
+        # aiohttp (3.10+) silently sends an idempotent request a second time when
+        # the server closes the connection before answering, on a fresh connection
+        # too. That second request skips the host's politeness interval (the server
+        # sees two requests back to back), so we send each request once and record
+        # connection_closed. No public switch exists; aiohttp's test client uses this.
+        if hasattr(self._session, "_retry_connection"):
+            self._session._retry_connection = False
 
     async def close(self) -> None:
         if self._session is not None:
@@ -126,26 +143,23 @@ class Fetcher:
         """GET ``url``, following redirects; ``hop_check(target)`` may veto each hop
         by returning a reason; ``on_sent(monotonic)`` is called as each hop's
         request goes out."""
-        return await self._fetch(
-            url, hop_check, on_sent, self._config.max_redirects, self._config.max_bytes
-        )
+        limits = _Limits(self._config.max_redirects, self._config.max_bytes)
+        return await self._fetch(url, hop_check, on_sent, limits)
 
     async def fetch_robots(self, url: str, on_sent: OnSent | None = None) -> FetchResult:
-        """GET a robots.txt: five redirects, 512 KiB, only the private-address guard."""
-        return await self._fetch(url, None, on_sent, ROBOTS_MAX_REDIRECTS, ROBOTS_MAX_BYTES)
+        """GET a robots.txt: five redirects, only the private-address guard, and
+        the first 512 KiB of the body kept (RFC 9309 §2.5: a crawler MUST parse
+        at least 500 KiB; a longer file is cut, not refused)."""
+        limits = _Limits(ROBOTS_MAX_REDIRECTS, ROBOTS_MAX_BYTES, truncate=True)
+        return await self._fetch(url, None, on_sent, limits)
 
     async def _fetch(
-        self,
-        url: str,
-        hop_check: HopCheck | None,
-        on_sent: OnSent | None,
-        max_redirects: int,
-        max_bytes: int,
+        self, url: str, hop_check: HopCheck | None, on_sent: OnSent | None, limits: _Limits
     ) -> FetchResult:
         result = FetchResult(url=url, final_url=url, started_at=time.time())
         started = time.monotonic()
         try:
-            await self._follow(result, hop_check, on_sent, max_redirects, max_bytes)
+            await self._follow(result, hop_check, on_sent, limits)
         except Exception as exc:  # fetch() never raises; CancelledError is not an Exception
             result.error, detail = classify_error(exc)
             result.error_detail = " ".join(detail.split())  # one line
@@ -157,18 +171,17 @@ class Fetcher:
         result: FetchResult,
         hop_check: HopCheck | None,
         on_sent: OnSent | None,
-        max_redirects: int,
-        max_bytes: int,
+        limits: _Limits,
     ) -> None:
         assert self._session is not None, "Fetcher.start() was not called"
         deadline = time.monotonic() + self._config.timeout_s
         timeout = None  # the session default covers the first hop
         seen = {result.url}
         while True:
-            location = await self._request(result, on_sent, max_bytes, timeout)
+            location = await self._request(result, on_sent, limits, timeout)
             if location is None:
                 return
-            target = _redirect_target(result, location, seen, max_redirects)
+            target = _redirect_target(result, location, seen, limits.max_redirects)
             if hop_check is not None:
                 reason = await hop_check(target)
                 if reason is not None:
@@ -183,7 +196,7 @@ class Fetcher:
         self,
         result: FetchResult,
         on_sent: OnSent | None,
-        max_bytes: int,
+        limits: _Limits,
         timeout: aiohttp.ClientTimeout | None,
     ) -> str | None:
         """One hop. Returns the Location to follow, or None once the final response is read."""
@@ -204,8 +217,9 @@ class Fetcher:
                 if resp.content_length is not None and resp.content_length <= _DRAIN_MAX_BYTES:
                     await resp.read()  # cheap, and keeps the connection reusable
                 return location
-            result.raw_body = await _read_body(resp, max_bytes)
-        result.body = decode_body(result.raw_body, resp.headers.get("Content-Encoding"), max_bytes)
+            result.raw_body = await _read_body(resp, limits)
+        coding = resp.headers.get("Content-Encoding")
+        result.body = decode_body(result.raw_body, coding, limits.max_bytes, limits.truncate)
         return None
 
 
@@ -235,50 +249,58 @@ def _redirect_target(result: FetchResult, location: str, seen: set[str], max_red
     return target
 
 
-async def _read_body(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
-    """The body as sent on the wire, refusing anything over ``max_bytes``."""
-    length = resp.content_length
-    if length is not None:
-        if length > max_bytes:
-            raise FetchError("too_large", f"Content-Length {length} exceeds {max_bytes} bytes")
+async def _read_body(resp: aiohttp.ClientResponse, limits: _Limits) -> bytes:
+    """The body as sent on the wire, refusing (or with ``truncate``, cutting)
+    anything over ``max_bytes``."""
+    max_bytes, length = limits.max_bytes, resp.content_length
+    if length is not None and length <= max_bytes:
         return await resp.read()  # the parser stops at Content-Length
+    if length is not None and not limits.truncate:
+        raise FetchError("too_large", f"Content-Length {length} exceeds {max_bytes} bytes")
     body = bytearray()
     while chunk := await resp.content.readany():
         body += chunk
         if len(body) > max_bytes:
             # Leaving the `async with` closes the connection mid-body.
+            if limits.truncate:
+                return bytes(body[:max_bytes])
             raise FetchError("too_large", f"body exceeds {max_bytes} bytes")
     return bytes(body)
 
 
-def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
-    """Undo Content-Encoding (RFC 9110 §8.4), never producing more than ``max_bytes``."""
+def decode_body(
+    raw: bytes, content_encoding: str | None, max_bytes: int, truncate: bool = False
+) -> bytes:
+    """Undo Content-Encoding (RFC 9110 §8.4), never producing more than ``max_bytes``:
+    a longer result is an error, or with ``truncate`` cut to ``max_bytes``."""
     if not content_encoding or not raw:
         return raw
     body = raw
     # Codings are listed in the order applied, so undo them last first.
     for coding in reversed(content_encoding.lower().split(",")):
         body = _decode_one(body, coding.strip(), max_bytes)
+        if len(body) > max_bytes:  # brotli may overshoot its limit a little; zlib stops at it
+            if not truncate:
+                detail = f"{coding.strip()} body decodes to more than {max_bytes} bytes"
+                raise FetchError("too_large", detail)
+            body = body[:max_bytes]
     return body
 
 
 def _decode_one(data: bytes, coding: str, max_bytes: int) -> bytes:
+    """One coding undone; at most a little over ``max_bytes`` of output."""
     try:
         if coding in ("gzip", "x-gzip"):
-            out = _inflate(data, 16 + zlib.MAX_WBITS, max_bytes)
-        elif coding == "deflate":
-            out = _inflate(data, _deflate_wbits(data), max_bytes)
-        elif coding == "br":
-            out = brotli.Decompressor().process(data, output_buffer_limit=max_bytes + 1)
-        elif coding in ("identity", ""):
-            out = data
-        else:
-            raise FetchError("bad_encoding", f"unknown Content-Encoding {coding!r}")
+            return _inflate(data, 16 + zlib.MAX_WBITS, max_bytes)
+        if coding == "deflate":
+            return _inflate(data, _deflate_wbits(data), max_bytes)
+        if coding == "br":
+            return brotli.Decompressor().process(data, output_buffer_limit=max_bytes + 1)
+        if coding in ("identity", ""):
+            return data
     except (zlib.error, brotli.error) as exc:
         raise FetchError("bad_encoding", f"cannot decode {coding}: {exc}") from None
-    if len(out) > max_bytes:  # brotli may overshoot its limit a little; zlib stops at it
-        raise FetchError("too_large", f"{coding} body decodes to more than {max_bytes} bytes")
-    return out
+    raise FetchError("bad_encoding", f"unknown Content-Encoding {coding!r}")
 
 
 def _deflate_wbits(data: bytes) -> int:

@@ -16,6 +16,16 @@ from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# WHATWG MIME Sniffing §7.1: these (or no Content-Type at all) mean "sniff the body".
+_UNKNOWN_TYPES = frozenset({None, "unknown/unknown", "application/unknown", "*/*"})
+# WHATWG MIME Sniffing §7.1, the HTML rows of the "identifying an unknown MIME
+# type" table: after leading whitespace, case-insensitive, then a space or ">".
+_HTML_SIGNATURES = tuple(
+    b"<" + tag
+    for tag in b"!doctype html|html|head|script|iframe|h1|div|font|table|a|style|title|b|"
+    b"body|br|p|!--".split(b"|")
+)
+_SNIFF_BYTES = 1445  # the spec's resource header length
 REDIRECT_ELSEWHERE = "redirect"  # the engine's hop veto: target crawled on its own
 # RFC 8288 link-value: <uri-reference> *( ";" link-param ); we want rel=canonical.
 _LINK_VALUE = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]+)*)")
@@ -43,11 +53,23 @@ def page_outcome(
         page.error = result.error
     elif result.status is None or not 200 <= result.status < 300:
         page.error = f"http_{result.status}"
-    elif result.content_type not in HTML_TYPES:
+    elif sniffed_type(result.content_type, result.body) not in HTML_TYPES:
         page.error = "not_html"  # recorded, stored in WARC, not parsed
     else:
         _add_parsed(outcome, result, config, agent_token)
     return outcome
+
+
+def sniffed_type(content_type: str | None, body: bytes) -> str | None:
+    """The media type to act on: ``content_type``, unless it is missing or unknown
+    and the body starts like HTML (WHATWG MIME Sniffing §7.1), as browsers do."""
+    if content_type not in _UNKNOWN_TYPES:
+        return content_type
+    head = body[:_SNIFF_BYTES].lstrip(b"\t\n\x0c\r ").lower()
+    for signature in _HTML_SIGNATURES:
+        if head.startswith(signature) and head[len(signature) : len(signature) + 1] in (b" ", b">"):
+            return "text/html"
+    return content_type
 
 
 def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:

@@ -9,7 +9,9 @@ Times are ``time.monotonic()`` seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from trawler.retry import HostHealth, RetryPolicy, extra_interval_s, not_before
 
 
 @dataclass(slots=True)
@@ -21,7 +23,7 @@ class HostSlot:
     last_sent_at: float | None = None  # when the last request's headers were sent
     busy: bool = False  # a request to this host is in flight (at most one)
     crawl_delay_s: float | None = None  # from robots.txt, already capped
-    backoff_s: float = 0.0  # extra interval after 429/503, decays as the host answers well
+    health: HostHealth = field(default_factory=HostHealth)  # back-off after 429/503, pauses
     in_heap_at: float | None = None  # the key under which the slot sits in the ready-heap
 
 
@@ -31,11 +33,12 @@ class PolitenessPolicy:
 
     delay_s: float = 1.0
     max_crawl_delay_s: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def interval_s(self, slot: HostSlot) -> float:
         """Start-to-start interval for a host: max(delay, Crawl-delay) + back-off."""
         crawl_delay = min(slot.crawl_delay_s or 0.0, self.max_crawl_delay_s)
-        return max(self.delay_s, crawl_delay) + slot.backoff_s
+        return max(self.delay_s, crawl_delay) + extra_interval_s(slot.health)
 
     def after_request(self, slot: HostSlot, sent_at: float) -> None:
         """Record that a request to the host was sent at ``sent_at``.
@@ -46,6 +49,16 @@ class PolitenessPolicy:
         """
         slot.last_sent_at = sent_at
         slot.next_allowed_at = max(slot.next_allowed_at, sent_at + self.interval_s(slot))
+
+    def after_response(
+        self, slot: HostSlot, status: int | None, error: str | None, retry_after_s: float | None,
+        now: float,
+    ) -> None:  # fmt: skip
+        """Let the host's answer slow it down (429/503, failures) or let it recover."""
+        self.retry.on_response(slot.health, status, error, retry_after_s, now)
+        if slot.last_sent_at is not None:
+            self.after_request(slot, slot.last_sent_at)  # the interval may have grown
+        slot.next_allowed_at = max(slot.next_allowed_at, not_before(slot.health))
 
     def set_crawl_delay(self, slot: HostSlot, crawl_delay_s: float | None) -> None:
         """Apply a robots.txt Crawl-delay, also to the gap after the robots.txt request itself."""

@@ -7,7 +7,8 @@ of responses served in turn (the last one repeats)::
 
     {"0": {"/robots.txt": {"body": "User-agent: *\\nDisallow: /x"},
            "/": {"status": 200, "headers": {"Content-Type": "text/html"}, "body": "<a href=/a>"},
-           "/flaky": [{"status": 503, "headers": {"Retry-After": "1"}}, {"body": "ok"}]}}
+           "/flaky": [{"status": 503, "headers": {"Retry-After": "1"}}, {"body": "ok"}],
+           "/slow": {"body": "late", "delay_s": 5}}}
 
 Unknown paths answer 404. The access log has the same JSON-lines format as
 trawler.testsite (arrival time ``t`` from this process's clock).
@@ -40,17 +41,19 @@ class ScriptedServer:
         arrived = time.time()
         host, port = request.transport.get_extra_info("sockname")[:2]  # type: ignore[union-attr]
         index = int(host.rsplit(".", 1)[1]) - 1
-        response = self._response(index, request.raw_path)
+        response, delay_s = self._response(index, request.raw_path)
+        if delay_s:
+            await asyncio.sleep(delay_s)
         agent = request.headers.get("User-Agent", "")
         entry = {"t": arrived, "host": f"{host}:{port}", "path": request.raw_path,
                  "status": response.status, "ua": agent}  # fmt: skip
         self.log.write(json.dumps(entry) + "\n")
         return response
 
-    def _response(self, index: int, path: str) -> web.Response:
+    def _response(self, index: int, path: str) -> tuple[web.Response, float]:
         spec = self.script.get(str(index), {}).get(path)
         if spec is None:
-            return web.Response(status=404, text="not found")
+            return web.Response(status=404, text="not found"), 0.0
         if isinstance(spec, list):
             turn = self.served.get((index, path), 0)
             self.served[(index, path)] = turn + 1
@@ -58,7 +61,8 @@ class ScriptedServer:
         assert isinstance(spec, dict)
         headers = {"Content-Type": HTML, **spec.get("headers", {})}
         body = spec.get("body", "").replace("{port}", str(self.port))
-        return web.Response(status=spec.get("status", 200), text=body, headers=headers)
+        response = web.Response(status=spec.get("status", 200), text=body, headers=headers)
+        return response, spec.get("delay_s", 0.0)
 
 
 async def serve(script_path: Path, log_path: Path) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest
-from trawler.store.sqlite import DONE, QUEUED, SKIPPED
+from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 
 # (depth, sequence, request): the per-host queue order.
 QueueItem = tuple[int, int, CrawlRequest]
@@ -67,12 +67,13 @@ class SqliteFrontier:
     @staticmethod
     def persist_done(
         conn: sqlite3.Connection,
-        done: Sequence[CrawlRequest],
+        done: Sequence[tuple[CrawlRequest, bool]],
         skipped: Sequence[tuple[CrawlRequest, str]],
     ) -> None:
+        """Mark URLs done (or dead-lettered: retries spent) and skipped, by fingerprint."""
         conn.executemany(
-            f"UPDATE urls SET state = {DONE}, attempts = ? WHERE fp = ?",
-            [(r.attempts + 1, r.fp) for r in done],
+            "UPDATE urls SET state = ?, attempts = ? WHERE fp = ?",
+            [(DEAD if dead else DONE, r.attempts + 1, r.fp) for r, dead in done],
         )
         conn.executemany(
             f"UPDATE urls SET state = {SKIPPED}, reason = ? WHERE fp = ?",
@@ -127,6 +128,20 @@ class SqliteFrontier:
 
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._slot(host), sent_at)
+
+    def record_response(
+        self, host: str, status: int | None, error: str | None, retry_after_s: float | None
+    ) -> None:
+        self.policy.after_response(self._slot(host), status, error, retry_after_s, self.clock())
+
+    async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
+        """Keep the lease, and queue the URL again after ``delay_s`` (its host is not delayed)."""
+        asyncio.get_running_loop().call_later(delay_s, self._requeue, request)
+
+    def _requeue(self, request: CrawlRequest) -> None:
+        if not self._closed:
+            self._leased -= 1
+            self.enqueue([request])
 
     async def finish_host(self, host: str) -> None:
         slot = self._slot(host)

@@ -24,12 +24,18 @@ class CommitBatch:
     """What one group commit makes durable."""
 
     fetched: list[tuple[CrawlRequest, FetchResult, PageRecord]] = field(default_factory=list)
+    dead: set[int] = field(default_factory=set)  # fingerprints of fetched URLs dead-lettered
+    # Every fetch attempt: (url, attempt, started_at, duration_s, status, error, decision).
+    attempts: list[tuple] = field(default_factory=list)
     skipped: list[tuple[CrawlRequest, str]] = field(default_factory=list)
     new_requests: list[CrawlRequest] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.fetched) + len(self.skipped) + len(self.new_requests) + len(self.counters)
+        return (
+            len(self.fetched) + len(self.skipped) + len(self.new_requests) + len(self.attempts)
+            + len(self.counters)
+        )  # fmt: skip
 
     @property
     def acked(self) -> int:

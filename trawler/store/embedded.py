@@ -23,6 +23,7 @@ from trawler import __version__
 from trawler.config import CrawlConfig
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
+from trawler.retry import RetryPolicy
 from trawler.store import sqlite as db
 from trawler.store.base import CommitBatch
 from trawler.store.warc import WarcWriter, recover
@@ -69,7 +70,8 @@ class EmbeddedBackend:
         warc_dir = self.data_dir / WARC_DIR
         warc_dir.mkdir(parents=True, exist_ok=True)
         recover(warc_dir, self.store.warc_positions())
-        policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s)
+        retry = RetryPolicy(max_attempts=config.max_attempts)
+        policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
         self.frontier = SqliteFrontier(policy)
         self.frontier.load(self.conn)
         self.warc = WarcWriter(
@@ -90,8 +92,11 @@ class EmbeddedBackend:
             self.store.insert_pages(pages)
             self.frontier.persist_new(self.conn, batch.new_requests)
             self.frontier.persist_done(
-                self.conn, [request for request, _, _ in batch.fetched], batch.skipped
+                self.conn,
+                [(request, request.fp in batch.dead) for request, _, _ in batch.fetched],
+                batch.skipped,
             )
+            self.store.insert_attempts(batch.attempts)
             if batch.counters:
                 self.store.add_counters(batch.counters)
             position = self.warc.position()

@@ -25,8 +25,8 @@ from trawler.records import PageRecord
 
 DB_NAME = "trawler.db"
 
-# URL states in the `urls` table.
-QUEUED, DONE, SKIPPED = 0, 1, 2
+# URL states in the `urls` table. DEAD: dead-lettered, its retries spent (5xx, 429, 503).
+QUEUED, DONE, SKIPPED, DEAD = 0, 1, 2, 3
 
 PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
 
@@ -58,6 +58,16 @@ CREATE TABLE IF NOT EXISTS pages (
     fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
     canonical TEXT, noindex INTEGER, attempts INTEGER,
     host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT
+);
+CREATE TABLE IF NOT EXISTS fetch_attempts (  -- every fetch attempt, retried ones included
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    started_at REAL,
+    duration_s REAL,
+    status INTEGER,
+    error TEXT,
+    decision TEXT                   -- done, retry, fail, dead
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,          -- e.g. rejected.out_of_scope, robots.fetched
@@ -140,6 +150,14 @@ class SqliteStore:
             [astuple(p) for p in pages],
         )
 
+    def insert_attempts(self, attempts: list[tuple]) -> None:
+        """(url, attempt, started_at, duration_s, status, error, decision) rows."""
+        self.conn.executemany(
+            "INSERT INTO fetch_attempts (url, attempt, started_at, duration_s, status, error,"
+            " decision) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            attempts,
+        )
+
     def add_counters(self, deltas: dict[str, int]) -> None:
         self.conn.executemany(
             "INSERT INTO counters VALUES (?, ?)"
@@ -211,6 +229,8 @@ def read_stats(conn: sqlite3.Connection) -> dict:
     stats["status"] = _grouped(conn, "status", "pages", "status IS NOT NULL")
     stats["errors"] = _grouped(conn, "error", "pages", "error IS NOT NULL")
     stats["skipped"] = _grouped(conn, "reason", "urls", f"state = {SKIPPED}")
+    stats["dead_letter"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {DEAD}")
+    stats["fetch_attempts"] = _grouped(conn, "decision", "fetch_attempts", "1")
     stats["counters"] = dict(conn.execute("SELECT name, value FROM counters ORDER BY name"))
     first, last = conn.execute("SELECT min(fetched_at), max(fetched_at) FROM pages").fetchone()
     if first is not None and last > first:

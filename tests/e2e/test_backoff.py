@@ -1,0 +1,64 @@
+"""Failures and back-off, seen from the server: retries, Retry-After, dead letters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.scripted import Scripted, page, start_scripted
+from tests.e2e.test_rules import ROBOTS, links
+
+CLOCK_SLACK_S = 0.015
+
+
+def arrivals(server: Scripted, path: str) -> list[float]:
+    return sorted(e["t"] for e in server.log() if e["path"] == path)
+
+
+def test_retries_back_off_and_dead_letters(tmp_path: Path) -> None:
+    script = {
+        "0": {  # a host that asks to slow down, then recovers
+            "/robots.txt": ROBOTS,
+            "/": page(links("/busy", "/after")),
+            "/busy": [
+                page(status=503, **{"Retry-After": "1"}),
+                page(status=429, **{"Retry-After": "1"}),
+                page(links()),
+            ],  # fmt: skip
+            "/after": page(links()),
+        },
+        "1": {  # a host with broken pages
+            "/robots.txt": ROBOTS,
+            "/": page(links("/broken", "/missing", "/slow")),
+            "/broken": page(status=500),
+            "/slow": {"body": "late", "delay_s": 3},
+        },
+    }
+    server = start_scripted(tmp_path, script)
+    data = tmp_path / "data"
+    try:
+        out = run_trawler(
+            "crawl", server.bases[0] + "/", server.bases[1] + "/", "--data", str(data),
+            "--scope", "any", "--allow-private", "--delay", "0", "--timeout", "0.5", "-q",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.stop()
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+    # 503 then 429, each with Retry-After: 1 s, then 200: three attempts, a second apart.
+    busy = arrivals(server, "/busy")
+    assert len(busy) == 3
+    assert all(b - a >= 1 - CLOCK_SLACK_S for a, b in zip(busy, busy[1:], strict=False))
+    assert rows["busy"]["status"] == 200 and rows["busy"]["error"] is None
+    # The whole host slowed down, not only the URL: /after waited out the Retry-After too.
+    host0 = sorted(e["t"] for e in server.log() if e["host"] == server.bases[0][7:])
+    assert all(b - a >= 1 - CLOCK_SLACK_S for a, b in zip(host0[2:], host0[3:], strict=False))
+    # 500 three times, then dead-lettered; 404 once; a timeout retried, then failed.
+    assert len(arrivals(server, "/broken")) == 3 and rows["broken"]["error"] == "http_500"
+    assert len(arrivals(server, "/missing")) == 1 and rows["missing"]["error"] == "http_404"
+    assert len(arrivals(server, "/slow")) == 3 and rows["slow"]["error"] == "timeout"
+    stats = json.loads(run_trawler("stats", "--data", str(data), "--json").stdout)
+    assert stats["dead_letter"] == 1
+    assert stats["counters"]["retried.http_503"] == 1 and stats["counters"]["retried.http_429"] == 1
+    assert stats["fetch_attempts"]["retry"] == 2 + 2 + 2

@@ -1,0 +1,216 @@
+"""Duplicate content: exact text hashes, 64-bit SimHash, and a near-duplicate index.
+
+Pure, no I/O.
+
+- ``text_hash`` is the exact-duplicate key: sha256 of the text lowercased,
+  with whitespace runs collapsed.
+- ``simhash`` is Charikar's fingerprint ("Similarity estimation techniques
+  from rounding algorithms", STOC 2002) over word shingles. Each shingle
+  votes +1/-1 on each of the 64 bits; a bit is 1 when its vote is >= 0.
+  The expected Hamming distance of two fingerprints is 64·θ/π, θ the angle
+  between the two texts' shingle-count vectors.
+- ``SimHashIndex`` finds a stored fingerprint within Hamming distance k in
+  sub-linear time: the permuted-blocks tables of Manku, Jain and Das Sarma
+  ("Detecting near-duplicates for web crawling", WWW 2007).
+
+What to expect from k=3 (the paper's choice for 64 bits; it reports
+precision and recall of about 0.75 there). The distance is binomial, so a
+small edit is caught most of the time, not always: one word changed in a
+300-word text changes 3 of ~300 shingles, ~2.9 bits expected, caught ~70% of
+the time; in a 1,000-word text ~1.6 bits, caught ~93%. Replacing a whole
+template (nav, header, footer: 10% of the words) moves ~9 bits: not a
+near-duplicate at k=3 unless the boilerplate is stripped before hashing.
+
+How ``simhash`` is made fast (a 10 KB text, ~1,500 words: ~13 ms for the
+textbook loop — blake2b per shingle, a Python loop over 64 bits — vs
+~0.35 ms here, on one core of the development machine):
+
+1. Tokenise on bytes: lowercase, encode UTF-8, ``bytes.translate`` every
+   ASCII byte that is not [a-z0-9_] to a space, ``split()``. Same words as
+   ``\\w+`` on ASCII text; bytes >= 0x80 count as word characters, so a few
+   common Unicode punctuation marks are replaced by spaces first.
+2. Hash each word once with CRC-32 (C, no object per call but the int).
+3. Hash all shingles at once with big-integer "lanes": the word hashes are
+   packed into one integer, 64 bits a word; shifting that integer by 64·j
+   lines word i+j up with word i, so one multiplication and one XOR per
+   shingle position hash every shingle together. A 32-bit value times a
+   32-bit constant never carries into the next lane. The shingle hash is
+   simple tabulation (Pătraşcu and Thorup, "The power of simple tabulation
+   hashing", 2011) with per-position tables T_j(w) = fold(crc(w)·K_j), where
+   fold(p) = low32(p) XOR high32(p) (the "mum" mix of wyhash), computed
+   twice with different constants for the two 32-bit halves.
+4. Count the votes without a per-bit loop: the shingle hashes' bytes are
+   sliced into 8 columns (byte j of every hash) and each bit is counted with
+   one AND and ``int.bit_count`` over the whole column: 64 C-level passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from array import array
+from collections.abc import Iterable
+
+FINGERPRINT_BITS = 64
+MAX_SHINGLE_WORDS = 8
+
+# bytes.translate table for tokenising: ASCII bytes that are not word
+# characters become spaces; bytes >= 0x80 (inside UTF-8 letters) are kept.
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_TOKEN_TABLE = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
+# Non-ASCII punctuation and spaces common in web text: no-break space,
+# « » ¡ ¿ · ©, dashes, curly quotes, bullet, ellipsis, ‹ ›, CJK punctuation.
+_UNICODE_SEPARATORS = (
+    "\u00a0\u00ab\u00bb\u00a1\u00bf\u00b7\u00a9\u00ae\u00b0"
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201a\u201c\u201d\u201e"
+    "\u2020\u2021\u2022\u2026\u2030\u2032\u2033\u2039\u203a"
+    "\u3000\u3001\u3002\uff01\uff08\uff09\uff0c\uff1a\uff1b\uff1f"
+)
+
+# Odd 32-bit multipliers, one per shingle position, for each 32-bit half
+# of the shingle hash (fixed forever: fingerprints are stored).
+_MULTIPLIERS_HIGH = (
+    0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F,
+    0x165667B1, 0xD3A2646D, 0xFD7046C5, 0xB55A4F09,
+)  # fmt: skip
+_MULTIPLIERS_LOW = (
+    0x8F5D3C07, 0xE6546B65, 0x4CF5AD43, 0x68E31DA5,
+    0xA54FF53B, 0x510E527F, 0x9B05688D, 0x1F83D9AB,
+)  # fmt: skip
+_LOW32_LANE = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def text_hash(text: str) -> str:
+    """Exact-duplicate key: sha256 hex of the text, lowercased, whitespace collapsed."""
+    normalised = " ".join(text.lower().split())
+    return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def words(text: str) -> list[bytes]:
+    """Lowercase UTF-8 words of ``text`` (``\\w+`` on ASCII; see the module doc)."""
+    text = text.lower()
+    for mark in _UNICODE_SEPARATORS:
+        if mark in text:  # O(1) when the mark is wider than any character of text
+            text = text.replace(mark, " ")
+    return text.encode("utf-8", "surrogatepass").translate(_TOKEN_TABLE).split()
+
+
+def simhash(text: str, shingle_words: int = 3) -> int:
+    """64-bit SimHash of the text's word shingles; 0 for a text without words.
+
+    A text shorter than ``shingle_words`` words is one shingle of all its words.
+    """
+    if not 1 <= shingle_words <= MAX_SHINGLE_WORDS:
+        raise ValueError(f"shingle_words must be 1..{MAX_SHINGLE_WORDS}, not {shingle_words}")
+    tokens = words(text)
+    if not tokens:
+        return 0
+    width = min(shingle_words, len(tokens))
+    count = len(tokens) - width + 1
+    return _majority(_shingle_hashes(tokens, width, count), count)
+
+
+def _shingle_hashes(tokens: list[bytes], width: int, count: int) -> int:
+    """All shingle hashes at once, as 64-bit lanes of one big integer (lane i = shingle i)."""
+    packed = array("Q", map(zlib.crc32, tokens)).tobytes()
+    low32 = int.from_bytes(_LOW32_LANE * count, "little")
+    high = low = 0
+    for position in range(width):
+        lanes = int.from_bytes(packed[8 * position : 8 * (position + count)], "little")
+        high ^= lanes * _MULTIPLIERS_HIGH[position]
+        low ^= lanes * _MULTIPLIERS_LOW[position]
+    high = (high ^ (high >> 32)) & low32  # fold: low32(p) ^ high32(p), lane by lane
+    low = (low ^ (low >> 32)) & low32
+    return (high << 32) | low
+
+
+def _majority(hashes: int, count: int) -> int:
+    """Bit i of the result is 1 when at least half of the ``count`` hashes have it set."""
+    packed = hashes.to_bytes(8 * count, "little")
+    bit_masks = [int.from_bytes(bytes((1 << bit,)) * count, "little") for bit in range(8)]
+    fingerprint = 0
+    for byte in range(8):
+        column = int.from_bytes(packed[byte::8], "little")  # byte `byte` of every hash
+        for bit, mask in enumerate(bit_masks):
+            if 2 * (column & mask).bit_count() >= count:
+                fingerprint |= 1 << (8 * byte + bit)
+    return fingerprint
+
+
+def hex64(fingerprint: int) -> str:
+    """16 lowercase hex digits (how the store keeps a fingerprint)."""
+    return f"{fingerprint:016x}"
+
+
+def hamming(a: int, b: int) -> int:
+    return (a ^ b).bit_count()
+
+
+class SimHashIndex:
+    """Stored fingerprints, searchable for one within Hamming distance ``k``.
+
+    Manku et al. (WWW 2007), §3: cut the 64 bits into k+1 blocks; two
+    fingerprints at most k bits apart differ in at most k blocks, so they
+    agree exactly on at least one. One table per block maps the block's value
+    to the fingerprints that have it; a lookup scans k+1 buckets, each about
+    n / 2**(64/(k+1)) long (15 at n = 1M, k = 3) instead of all n. The
+    paper's extra permuted tables only pay off at billions of fingerprints.
+
+    Storage is compact: fingerprints in one ``array('Q')`` (8 bytes), keys in
+    a list (8 bytes + the key), each bucket an ``array('I')`` of positions
+    (4 bytes per table). Not thread-safe; the store's writer thread owns it.
+    """
+
+    def __init__(self, k: int = 3) -> None:
+        if not 0 <= k < 16:
+            raise ValueError(f"k must be 0..15, not {k}")
+        self.k = k
+        self._fingerprints = array("Q")
+        self._keys: list[str] = []
+        self._blocks = _blocks(k + 1)  # (shift, mask) per table
+        self._tables: list[dict[int, array]] = [{} for _ in self._blocks]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def add(self, fingerprint: int, key: str) -> None:
+        """Store a fingerprint (an unsigned 64-bit int) under ``key``."""
+        position = len(self._keys)
+        self._fingerprints.append(fingerprint)
+        self._keys.append(key)
+        for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
+            bucket = table.get((fingerprint >> shift) & mask)
+            if bucket is None:
+                table[(fingerprint >> shift) & mask] = array("I", (position,))
+            else:
+                bucket.append(position)
+
+    def load(self, pairs: Iterable[tuple[int, str]]) -> None:
+        """Bulk add, e.g. ``(int(hex, 16), url)`` rows read back from the store on restart."""
+        for fingerprint, key in pairs:
+            self.add(fingerprint, key)
+
+    def find(self, fingerprint: int) -> str | None:
+        """Key of the closest stored fingerprint within ``k`` bits (the first added on a tie)."""
+        best_distance, best_position = self.k + 1, -1
+        stored = self._fingerprints
+        for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
+            for position in table.get((fingerprint >> shift) & mask, ()):
+                distance = (stored[position] ^ fingerprint).bit_count()
+                if distance < best_distance or (
+                    distance == best_distance and position < best_position
+                ):
+                    best_distance, best_position = distance, position
+            if best_distance == 0:
+                break
+        return None if best_position < 0 else self._keys[best_position]
+
+
+def _blocks(count: int) -> list[tuple[int, int]]:
+    """(shift, mask) of ``count`` contiguous blocks covering 64 bits, widths differing by <= 1."""
+    blocks, shift = [], 0
+    for i in range(count):
+        width = FINGERPRINT_BITS // count + (1 if i < FINGERPRINT_BITS % count else 0)
+        blocks.append((shift, (1 << width) - 1))
+        shift += width
+    return blocks
