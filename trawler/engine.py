@@ -33,6 +33,7 @@ from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robots import user_agent_token
 from trawler.robotscache import RobotsEntry, entry_from_fetch
+from trawler.sitemapflow import sitemap_outcome, sitemaps_of_origin
 from trawler.store.base import Backend, CommitBatch
 from trawler.urls import Normaliser, Scope, TrapRules, host_key, origin
 
@@ -82,6 +83,7 @@ class Crawler:
         self._rng = random.Random()  # retry jitter
         self.fetcher = Fetcher(config)
         self._robots: dict[str, RobotsEntry] = {}
+        self._seed_hosts: set[str] = set()
         self._batch = CommitBatch()
         self._counters: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -229,9 +231,15 @@ class Crawler:
 
     async def _record(self, request: CrawlRequest, result: FetchResult) -> None:
         outcome = page_outcome(request, result, self.config, self.agent_token)
+        discovered = self.links.requests_for(outcome.links, request.url, request.depth + 1)
+        if request.kind == "sitemap" and outcome.page.error == "not_html":
+            outcome.page.error = None  # a sitemap is not HTML by nature
+            found, outcome.page.links_count = sitemap_outcome(
+                request, result, self.links, self.config.sitemap_depth, self._counters
+            )
+            discovered += found
         if outcome.page.error is not None:
             self.errors += 1
-        discovered = self.links.requests_for(outcome.links, request.url, request.depth + 1)
         if outcome.redirect_to is not None:
             discovered += self._alias_request(outcome.redirect_to, request)
         if outcome.page.canonical is not None:
@@ -278,7 +286,7 @@ class Crawler:
         """The robots.txt verdict for ``url``, fetching robots.txt (under the
         host's slot, which the caller holds) when it is missing or stale."""
         site = origin(url)
-        entry = self._robots.get(site)
+        entry = previous = self._robots.get(site)
         if entry is None or entry.expired(time.monotonic()):
             await self.frontier.wait_host_ready(host)
             result = await self.fetcher.fetch_robots(
@@ -290,11 +298,23 @@ class Crawler:
             self._robots[site] = entry
             self._counters["robots.fetched"] += 1
             self.frontier.set_crawl_delay(host, entry.rules.crawl_delay)
+            if previous is None and self._wants_sitemaps(site):
+                found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
+                self._batch.new_requests += await self.frontier.filter_new(found)
         if entry.fatal_error is not None:
             return Verdict.FAILED
         if entry.unavailable:
             return Verdict.UNAVAILABLE if entry.gave_up else Verdict.LATER
         return Verdict.ALLOW if entry.rules.allowed(url) else Verdict.DISALLOW
+
+    def _wants_sitemaps(self, site: str) -> bool:
+        """Sitemaps of seed hosts, and of every in-scope host unless the scope is "any"."""
+        if not self.config.sitemaps:
+            return False
+        host = host_key(site + "/")
+        return host in self._seed_hosts or (
+            self.config.scope != "any" and self.scope.allows(site + "/")
+        )
 
     def _robots_failure(self, url: str) -> FetchResult:
         error = self._robots[origin(url)].fatal_error
@@ -318,6 +338,7 @@ class Crawler:
             url = self.normalise(seed)
             if url is not None:
                 seeds.append(self.links.request(url, 0, None))
+                self._seed_hosts.add(host_key(url))
         fresh = await self.frontier.filter_new(seeds)
         self._batch.new_requests += self.links.within_host_budget(fresh)
 

@@ -93,6 +93,7 @@ def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
         error=None,
         attempts=request.attempts + 1,
         host=request.host,
+        sitemap_lastmod=request.lastmod,
     )
 
 

@@ -19,6 +19,8 @@ class CrawlRequest:
     host: str = ""  # politeness key: host[:port] (urls.host_key)
     fp: int = 0  # 64-bit fingerprint of url (dedup.url_fingerprint): the seen-set key
     attempts: int = 0  # fetch attempts made before this one
+    kind: str = "page"  # "page", or "sitemap" (parsed as a sitemap, not as HTML)
+    lastmod: str | None = None  # <lastmod> of the sitemap entry that listed this URL
 
 
 @dataclass(slots=True)
@@ -114,3 +116,4 @@ class PageRecord:
     duplicate_of: str | None = None  # canonical URL elsewhere, or first page with this content
     simhash: str | None = None  # 16 hex digits
     text_hash: str | None = None  # exact-duplicate key of the extracted text
+    sitemap_lastmod: str | None = None  # <lastmod> from a sitemap, as given

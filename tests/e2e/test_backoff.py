@@ -41,6 +41,7 @@ def test_retries_back_off_and_dead_letters(tmp_path: Path) -> None:
         out = run_trawler(
             "crawl", server.bases[0] + "/", server.bases[1] + "/", "--data", str(data),
             "--scope", "any", "--allow-private", "--delay", "0", "--timeout", "0.5", "-q",
+            "--no-sitemaps",
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
     finally:

@@ -24,7 +24,7 @@ KILLS = 12
 
 def start_crawl(served: Served, data: Path, *args: str, **popen) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "trawler", "crawl", *served.seeds, "--data", str(data),
-           "--allow-private", "--scope", "any", "-q", *args]  # fmt: skip
+           "--allow-private", "--scope", "any", "-q", "--no-sitemaps", *args]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 

@@ -18,7 +18,14 @@ CLOCK_SLACK_S = 0.015
 
 def crawl(served: Served, data: Path, *args: str, seeds: list[str] | None = None):
     out = run_trawler(
-        "crawl", *(seeds or served.seeds), "--data", str(data), "--allow-private", "-q", *args
+        "crawl",
+        *(seeds or served.seeds),
+        "--data",
+        str(data),
+        "--allow-private",
+        "-q",
+        "--no-sitemaps",
+        *args,
     )
     assert out.returncode == 0, out.stderr
     return out

@@ -53,15 +53,17 @@ class SqliteFrontier:
         """Rebuild the seen set and the queues from the database (start/resume)."""
         self._seen.update(fp for (fp,) in conn.execute("SELECT fp FROM urls"))
         rows = conn.execute(
-            f"SELECT fp, url, host, depth, parent_url, attempts FROM urls WHERE state = {QUEUED}"
+            "SELECT url, depth, parent_url, host, fp, attempts, kind, lastmod FROM urls"
+            f" WHERE state = {QUEUED}"
         )
-        self.enqueue([CrawlRequest(u, d, p, h, fp, a) for fp, u, h, d, p, a in rows])
+        self.enqueue([CrawlRequest(*row) for row in rows])
 
     @staticmethod
     def persist_new(conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
         conn.executemany(
-            "INSERT OR IGNORE INTO urls (fp, url, host, depth, parent_url) VALUES (?, ?, ?, ?, ?)",
-            [(r.fp, r.url, r.host, r.depth, r.parent_url) for r in requests],
+            "INSERT OR IGNORE INTO urls (fp, url, host, depth, parent_url, kind, lastmod)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.fp, r.url, r.host, r.depth, r.parent_url, r.kind, r.lastmod) for r in requests],
         )
 
     @staticmethod

@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS urls (
     parent_url TEXT,
     state INTEGER NOT NULL DEFAULT {QUEUED},
     attempts INTEGER NOT NULL DEFAULT 0,
-    reason TEXT                     -- why a URL was skipped (robots, ...)
+    reason TEXT,                    -- why a URL was skipped (robots, ...)
+    kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap
+    lastmod TEXT                    -- <lastmod> of the sitemap entry that listed it
 );
 CREATE INDEX IF NOT EXISTS urls_queued ON urls(state) WHERE state = {QUEUED};
 CREATE TABLE IF NOT EXISTS pages (
@@ -57,7 +59,7 @@ CREATE TABLE IF NOT EXISTS pages (
     text TEXT, links_count INTEGER, content_sha256 TEXT, fetched_at REAL,
     fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
     canonical TEXT, noindex INTEGER, attempts INTEGER,
-    host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT
+    host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT
 );
 CREATE TABLE IF NOT EXISTS fetch_attempts (  -- every fetch attempt, retried ones included
     id INTEGER PRIMARY KEY,
@@ -186,8 +188,8 @@ class SqliteStore:
 EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
-    "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "error",
-    "warc_file", "warc_offset",
+    "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
+    "error", "warc_file", "warc_offset",
 )  # fmt: skip
 
 

@@ -1,0 +1,368 @@
+"""The distributed frontier: many workers on many machines share one job in Redis.
+
+Same contract as the embedded frontier (base.py), with the state in Redis and
+every scheduling step one Lua script (redis_scripts.py), so two workers never
+get the same host at once nor within its interval.
+
+Key layout, per job (hash tag ``{job}``) and per host across all jobs:
+
+    trawler:{job}:q:<host>      ZSET  queued URLs, score depth*1e12 + sequence
+    trawler:{job}:ready         ZSET  hosts with queued URLs, score = next-allowed (ms)
+    trawler:{job}:seen:<hhhh>   HASH  URL-seen set: bucket = first 2 bytes of the
+                                      fingerprint, field = the other 6 (~12 B a URL)
+    trawler:{job}:lease         HASH  fp -> "worker payload" for URLs handed out
+    trawler:{job}:lease_exp     ZSET  fp -> lease expiry (ms)
+    trawler:{job}:held          ZSET  host -> hold expiry, for hosts this job holds
+    trawler:{job}:queued, :seq  counters
+    trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
+    trawler:workers             HASH  worker id -> JSON heartbeat
+
+While a worker holds a host, the host's politeness state lives in a local
+``HostSlot`` (record_sent and set_crawl_delay are synchronous); finish_host
+writes it back. Local monotonic times and Redis times are converted through
+an offset measured against ``TIME`` at open and every ``CLOCK_SYNC_S``.
+
+Redis Cluster: the scripts build per-host keys from the host popped off the
+ready ZSET, which only a single Redis allows. To shard, we would keep each
+job's keys on one shard (the ``{job}`` tag) and move the host step out of the
+job script: next() pops a candidate on the job's shard, claims the host with
+a second script on the host's shard (``{host}`` tag) and, when the claim
+fails, pushes the candidate back with a retry score. The job-side lease stays
+the recovery point, so a crash between the two steps loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from trawler.frontier import redis_scripts as lua
+from trawler.politeness import HostSlot, PolitenessPolicy
+from trawler.records import CrawlRequest
+
+CLOCK_SYNC_S = 30.0
+STATS_REFRESH_S = 1.0
+
+
+@dataclass(slots=True, frozen=True)
+class RedisFrontierOptions:
+    job_id: str
+    worker_id: str = ""  # default: a fresh uuid; must not contain spaces
+    lease_timeout_s: float = 60.0
+    max_wait_s: float = 0.5  # longest sleep in next(), so new work is noticed
+    busy_retry_s: float = 0.2  # look again at a host another job is holding
+    auto_renew: bool = True  # renew leases and send heartbeats in the background
+    prefix: str = "trawler"
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerStatus:
+    worker_id: str
+    job_id: str
+    pages_done: int
+    current_host: str | None
+    age_s: float  # since the last heartbeat
+
+
+def connect_redis(url: str) -> Redis:
+    """A client that reconnects through a Redis restart (AOF brings the state back)."""
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), 10)
+    return Redis.from_url(url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError])
+
+
+class RedisFrontier:
+    def __init__(self, client: Redis, policy: PolitenessPolicy, options: RedisFrontierOptions):
+        self.redis = client
+        self.policy = policy
+        self.options = options
+        self.worker_id = options.worker_id or uuid.uuid4().hex
+        if " " in self.worker_id:
+            raise ValueError("worker id must not contain spaces")
+        self._jp = f"{options.prefix}:{{{options.job_id}}}:"
+        self._hp = f"{options.prefix}:host:"
+        self._workers_key = f"{options.prefix}:workers"
+        self._scripts = {
+            name: client.register_script(getattr(lua, name))
+            for name in ("NEXT", "ACQUIRE", "FINISH", "HAND_BACK", "COMMIT", "RENEW", "SEEN")
+        }
+        self._held: dict[str, HostSlot] = {}  # hosts this worker holds
+        self._crawl_delay_dirty: set[str] = set()
+        self._inflight: dict[int, str] = {}  # fp -> payload of URLs leased to this worker
+        self._offset_s = 0.0  # Redis time - local monotonic time
+        self._synced_at = -math.inf
+        self._stats = (0, 0, 0)  # queued, leased, active hosts
+        self._acked = 0
+        self._closed = False
+        self._wake = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[int]] = set()
+
+    @classmethod
+    async def connect(
+        cls, url: str, policy: PolitenessPolicy, options: RedisFrontierOptions
+    ) -> RedisFrontier:
+        frontier = cls(connect_redis(url), policy, options)
+        await frontier.open()
+        return frontier
+
+    async def open(self) -> None:
+        await self._sync_clock()
+        await self._refresh_stats()
+        if self.options.auto_renew and self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep_alive())
+
+    async def aclose(self) -> None:
+        """Stop the background task and close the connection pool."""
+        self.close()
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+            self._keeper = None
+        await self.redis.aclose()
+
+    # -- the Frontier protocol ---------------------------------------------------
+    async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
+        """Drop URLs in the seen set and repeats; commit() marks the rest seen."""
+        unique = list({r.fp: r for r in requests}.values())
+        if not unique:
+            return []
+        seen = await self._run("SEEN", [_fp8(r.fp) for r in unique])
+        return [r for r, known in zip(unique, seen, strict=True) if not known]
+
+    async def commit(self, new_requests: list[CrawlRequest], done: list[CrawlRequest]) -> None:
+        """Schedule unseen new URLs and acknowledge ``done``, in one script (idempotent)."""
+        args: list[str | bytes | int] = [len(new_requests), len(done)]
+        for r in new_requests:
+            args += [_fp8(r.fp), r.host, r.depth, _payload(r)]
+        for r in done:
+            args += [str(r.fp), r.host, self._inflight.pop(r.fp, None) or _payload(r)]
+        if await self._run("COMMIT", args):
+            self._wake.set()
+        self._acked += len(done)
+        if done:
+            self._wake.set()
+
+    async def next(self) -> CrawlRequest | None:
+        opts = self.options
+        lease_ms, retry_ms = _ms(opts.lease_timeout_s), _ms(opts.busy_retry_s)
+        while not self._closed:
+            self._wake.clear()
+            reply = await self._run("NEXT", [self.worker_id, lease_ms, retry_ms, 100])
+            if reply[0] == 0:
+                return None
+            if reply[0] == 2:
+                payload = reply[1].decode()
+                request = _request(payload)
+                self._inflight[request.fp] = payload
+                self._hold(request.host, *reply[2:])
+                return request
+            wait_s = opts.max_wait_s if reply[1] < 0 else min(reply[1] / 1000, opts.max_wait_s)
+            if wait_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait_s)
+        return None
+
+    def record_sent(self, host: str, sent_at: float) -> None:
+        self.policy.after_request(self._local_slot(host), sent_at)
+
+    async def finish_host(self, host: str) -> None:
+        slot = self._held.pop(host, None)
+        if slot is None:
+            return
+        next_ms = str(math.ceil((slot.next_allowed_at + self._offset_s) * 1000))
+        await self._run("FINISH", [self.worker_id, host, next_ms, self._crawl_delay_arg(slot)])
+        self._wake.set()
+
+    async def acquire_host(self, host: str) -> None:
+        lease_ms = _ms(self.options.lease_timeout_s)
+        while True:
+            if host not in self._held:
+                reply = await self._run("ACQUIRE", [self.worker_id, lease_ms, host])
+                if reply[0] == 1:
+                    self._hold(host, *reply[1:])
+                    break
+            await asyncio.sleep(0.05)
+        await self.wait_host_ready(host)
+
+    def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
+        slot = self._held.get(host)
+        if slot is not None:  # written back by finish_host
+            self.policy.set_crawl_delay(slot, crawl_delay_s)
+            self._crawl_delay_dirty.add(host)
+            return
+        value = "" if crawl_delay_s is None else repr(crawl_delay_s)
+        task = asyncio.get_running_loop().create_task(
+            self.redis.hset(self._hp + host, "crawl_delay", value)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def wait_host_ready(self, host: str) -> None:
+        slot = self._held.get(host)
+        if slot is None:  # not held: read the shared state
+            next_ms = await self.redis.hget(self._hp + host, "next")
+            slot = HostSlot(host, next_allowed_at=self._to_local(float(next_ms or 0)))
+        delay = slot.next_allowed_at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
+        slot = self._held.get(request.host)
+        if slot is not None:
+            slot.next_allowed_at = max(slot.next_allowed_at, time.monotonic() + delay_s)
+        payload = self._inflight.pop(request.fp, None) or _payload(request)
+        args = [self.worker_id, str(request.fp), payload, request.host, request.depth]
+        await self._run("HAND_BACK", [*args, _ms(delay_s)])
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    # Approximate, refreshed every STATS_REFRESH_S by the background task.
+    @property
+    def queued(self) -> int:
+        return self._stats[0]
+
+    @property
+    def leased(self) -> int:
+        return self._stats[1]
+
+    @property
+    def active_hosts(self) -> int:
+        return self._stats[2]
+
+    # -- leases, heartbeats, stats -----------------------------------------------
+    async def renew_leases(self) -> None:
+        """Push back the expiry of this worker's URL leases and host holds."""
+        if not self._inflight and not self._held:
+            return
+        fps = [str(fp) for fp in self._inflight]
+        lease_ms = _ms(self.options.lease_timeout_s)
+        await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *self._held])
+
+    async def heartbeat(self, worker_id: str, pages_done: int, current_host: str | None) -> None:
+        beat = {
+            "job": self.options.job_id,
+            "pages_done": pages_done,
+            "current_host": current_host,
+            "last_seen_ms": round(self._redis_now_s() * 1000),
+        }
+        await self.redis.hset(self._workers_key, worker_id, json.dumps(beat))
+
+    async def list_workers(self) -> list[WorkerStatus]:
+        now_s = self._redis_now_s()
+        workers = []
+        for worker_id, raw in (await self.redis.hgetall(self._workers_key)).items():
+            beat = json.loads(raw)
+            age_s = now_s - beat["last_seen_ms"] / 1000
+            workers.append(
+                WorkerStatus(
+                    worker_id.decode(), beat["job"], beat["pages_done"], beat["current_host"], age_s
+                )
+            )
+        return sorted(workers, key=lambda w: w.worker_id)
+
+    async def stats(self) -> tuple[int, int, int]:
+        """Exact (queued, leased, active hosts) of the job, from Redis."""
+        await self._refresh_stats()
+        return self._stats
+
+    # -- internals ---------------------------------------------------------------
+    async def _run(self, name: str, args):  # type: ignore[no-untyped-def]
+        script = self._scripts[name]
+        if name == "SEEN":
+            return await script(args=[self._jp, *args])
+        return await script(args=[self._jp, self._hp, self.options.job_id, *args])
+
+    def _hold(self, host: str, next_ms: int, crawl_delay: bytes, backoff: bytes) -> None:
+        slot = HostSlot(host, next_allowed_at=self._to_local(next_ms), busy=True)
+        slot.crawl_delay_s = float(crawl_delay) if crawl_delay else None
+        slot.backoff_s = float(backoff) if backoff else 0.0
+        self._held[host] = slot
+
+    def _local_slot(self, host: str) -> HostSlot:
+        """The held host's slot; a throw-away one for a host not held (nothing to space)."""
+        return self._held.get(host) or HostSlot(host)
+
+    def _crawl_delay_arg(self, slot: HostSlot) -> str:
+        if slot.host not in self._crawl_delay_dirty:
+            return "-"
+        self._crawl_delay_dirty.discard(slot.host)
+        return "" if slot.crawl_delay_s is None else repr(slot.crawl_delay_s)
+
+    def _to_local(self, redis_ms: float) -> float:
+        return redis_ms / 1000 - self._offset_s if redis_ms else 0.0
+
+    def _redis_now_s(self) -> float:
+        return time.monotonic() + self._offset_s
+
+    async def _sync_clock(self) -> None:
+        """Offset of Redis TIME from the local monotonic clock; the best of 3 round trips."""
+        best_rtt = math.inf
+        for _ in range(3):
+            sent = time.monotonic()
+            seconds, micros = await self.redis.time()
+            received = time.monotonic()
+            if received - sent < best_rtt:
+                best_rtt = received - sent
+                self._offset_s = seconds + micros / 1e6 - (sent + received) / 2
+        self._synced_at = time.monotonic()
+
+    async def _refresh_stats(self) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._jp + "queued").zcard(self._jp + "lease_exp").zcard(self._jp + "held")
+            queued, leased, held = await pipe.execute()
+        self._stats = (int(queued or 0), leased, held)
+
+    async def _keep_alive(self) -> None:
+        """Renew leases well before they expire, send heartbeats, refresh stats and clock."""
+        renew_every_s = self.options.lease_timeout_s / 3
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(min(STATS_REFRESH_S, renew_every_s))
+            try:
+                now = time.monotonic()
+                if now - last_renew >= renew_every_s:
+                    await self.renew_leases()
+                    current = next(iter(self._held), None)
+                    await self.heartbeat(self.worker_id, self._acked, current)
+                    last_renew = now
+                if now - self._synced_at >= CLOCK_SYNC_S:
+                    await self._sync_clock()
+                await self._refresh_stats()
+            except (RedisConnectionError, RedisTimeoutError):
+                continue  # Redis is restarting: the client retries on the next call
+
+
+def _ms(seconds: float) -> int:
+    return math.ceil(seconds * 1000)
+
+
+def _fp8(fp: int) -> bytes:
+    """The signed 64-bit fingerprint as 8 big-endian bytes (the seen-set key)."""
+    return fp.to_bytes(8, "big", signed=True)
+
+
+def _payload(r: CrawlRequest) -> str:
+    """The queue member of a URL; deterministic, so re-adding it is a no-op."""
+    fields = [str(r.fp), r.depth, r.host, r.url, r.parent_url, r.attempts]
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+
+
+def _request(payload: str) -> CrawlRequest:
+    fp, depth, host, url, parent_url, attempts = json.loads(payload)
+    return CrawlRequest(url, depth, parent_url, host, int(fp), attempts)

@@ -1,0 +1,244 @@
+"""Lua scripts of the Redis frontier: every scheduling step is one atomic script.
+
+Times are Redis server milliseconds (``TIME``), so workers on different
+machines agree on next-allowed times and lease expiries. Numbers that go back
+into Redis are formatted with ``%.0f``: Lua 5.1 turns numbers into strings
+with ``%.14g``, which would round depth*1e12 + sequence scores.
+
+Key layout (see redis.py): ARGV[1] is the job prefix ``trawler:{job}:`` and
+ARGV[2] the host prefix ``trawler:host:``; per-host keys are built inside the
+scripts, which a single Redis allows and Redis Cluster does not (redis.py
+explains how we would shard).
+
+A queued URL is a member of its host's queue ZSET: the JSON array
+``["fp", depth, "host", "url", parent, attempts]`` (``fp`` as a decimal
+string: Lua numbers are doubles). A lease is ``lease`` HASH fp -> "worker
+payload" plus ``lease_exp`` ZSET fp -> expiry. A held host is its host HASH
+(owner, job, until) plus the job's ``held`` ZSET host -> expiry, so that a
+host whose worker died is freed when its hold expires.
+"""
+
+PRELUDE = """
+local jp, hp = ARGV[1], ARGV[2]
+local function n2s(x) return string.format('%.0f', x) end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function front(depth) return n2s(depth * 1e12) end
+local function held_by_job(hkey, job)
+  local h = redis.call('HMGET', hkey, 'owner', 'job')
+  return h[1] and h[2] == job
+end
+local function schedule(host, score)
+  redis.call('ZADD', jp .. 'ready', 'NX', n2s(score), host)
+end
+local function host_next(host)
+  return tonumber(redis.call('HGET', hp .. host, 'next') or 0)
+end
+-- Expired URL leases go back to the front of their host's queue, expired host
+-- holds are released; either way the host becomes schedulable again.
+local function reclaim(now, limit)
+  local fps = redis.call('ZRANGEBYSCORE', jp .. 'lease_exp', '-inf', n2s(now), 'LIMIT', 0, limit)
+  for _, fp in ipairs(fps) do
+    local v = redis.call('HGET', jp .. 'lease', fp)
+    redis.call('HDEL', jp .. 'lease', fp)
+    redis.call('ZREM', jp .. 'lease_exp', fp)
+    if v then
+      local payload = string.sub(v, string.find(v, ' ', 1, true) + 1)
+      local r = cjson.decode(payload)
+      if redis.call('ZADD', jp .. 'q:' .. r[3], front(r[2]), payload) == 1 then
+        redis.call('INCR', jp .. 'queued')
+      end
+      schedule(r[3], now)
+    end
+  end
+  local hosts = redis.call('ZRANGEBYSCORE', jp .. 'held', '-inf', n2s(now), 'LIMIT', 0, limit)
+  for _, host in ipairs(hosts) do
+    redis.call('ZREM', jp .. 'held', host)
+    local hkey = hp .. host
+    local h = redis.call('HMGET', hkey, 'job', 'until')
+    if h[1] == ARGV[3] and tonumber(h[2] or 0) <= now then
+      redis.call('HDEL', hkey, 'owner', 'job', 'until')
+    end
+    if redis.call('ZCARD', jp .. 'q:' .. host) > 0 then schedule(host, now) end
+  end
+end
+"""
+
+# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit
+# -> {0} done | {1, wait_ms} (-1: nothing ready) | {2, payload, next, crawl_delay, backoff}
+NEXT = (
+    PRELUDE
+    + """
+local job, worker = ARGV[3], ARGV[4]
+local lease_ms, busy_retry_ms = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now = now_ms()
+reclaim(now, tonumber(ARGV[7]))
+for _ = 1, 16 do
+  local top = redis.call('ZRANGE', jp .. 'ready', 0, 0, 'WITHSCORES')
+  if #top == 0 then
+    if tonumber(redis.call('GET', jp .. 'queued') or 0) <= 0
+        and redis.call('ZCARD', jp .. 'lease_exp') == 0 then
+      return {0}
+    end
+    return {1, -1}
+  end
+  local host, score = top[1], tonumber(top[2])
+  if score > now then return {1, score - now} end
+  local hkey = hp .. host
+  local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', 'crawl_delay', 'backoff')
+  local next_at = tonumber(h[3] or 0)
+  if h[1] and tonumber(h[2] or 0) > now then
+    -- held by another job or by acquire_host: look again a little later
+    redis.call('ZADD', jp .. 'ready', n2s(now + busy_retry_ms), host)
+  elseif next_at > now then
+    redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
+  else
+    redis.call('ZREM', jp .. 'ready', host)
+    local item = redis.call('ZPOPMIN', jp .. 'q:' .. host)
+    if #item > 0 then
+      redis.call('DECR', jp .. 'queued')
+      local expires = n2s(now + lease_ms)
+      redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires)
+      redis.call('ZADD', jp .. 'held', expires, host)
+      local payload = item[1]
+      local fp = string.match(payload, '^%["(%-?%d+)"')
+      redis.call('HSET', jp .. 'lease', fp, worker .. ' ' .. payload)
+      redis.call('ZADD', jp .. 'lease_exp', expires, fp)
+      return {2, payload, next_at, h[4] or '', h[5] or ''}
+    end
+  end
+end
+return {1, 0}
+"""
+)
+
+# ARGV: jp, hp, job, worker, lease_ms, host -> {1, next, crawl_delay, backoff} | {0, wait_ms}
+ACQUIRE = (
+    PRELUDE
+    + """
+local job, worker, host = ARGV[3], ARGV[4], ARGV[6]
+local now = now_ms()
+local hkey = hp .. host
+local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', 'crawl_delay', 'backoff')
+if h[1] and tonumber(h[2] or 0) > now then return {0, tonumber(h[2]) - now} end
+local expires = n2s(now + tonumber(ARGV[5]))
+redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires)
+redis.call('ZADD', jp .. 'held', expires, host)
+redis.call('ZREM', jp .. 'ready', host)
+return {1, tonumber(h[3] or 0), h[4] or '', h[5] or ''}
+"""
+)
+
+# ARGV: jp, hp, job, worker, host, next_ms ('' = unchanged), crawl_delay ('' = none, '-' = keep)
+FINISH = (
+    PRELUDE
+    + """
+local job, worker, host = ARGV[3], ARGV[4], ARGV[5]
+local hkey = hp .. host
+local next_at = host_next(host)
+if ARGV[6] ~= '' and tonumber(ARGV[6]) > next_at then
+  next_at = tonumber(ARGV[6])
+  redis.call('HSET', hkey, 'next', n2s(next_at))
+end
+if ARGV[7] ~= '-' then redis.call('HSET', hkey, 'crawl_delay', ARGV[7]) end
+if redis.call('HGET', hkey, 'owner') == worker then
+  redis.call('HDEL', hkey, 'owner', 'job', 'until')
+  redis.call('ZREM', jp .. 'held', host)
+end
+-- a host taken over after our hold expired is scheduled by its new holder
+if not held_by_job(hkey, job) and redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
+  redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
+end
+return 1
+"""
+)
+
+# ARGV: jp, hp, job, worker, fp, payload, host, depth, delay_ms
+HAND_BACK = (
+    PRELUDE
+    + """
+local job, worker, fp, payload, host = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local v = redis.call('HGET', jp .. 'lease', fp)
+if not v or string.sub(v, 1, #worker + 1) ~= worker .. ' ' then return 0 end
+redis.call('HDEL', jp .. 'lease', fp)
+redis.call('ZREM', jp .. 'lease_exp', fp)
+if redis.call('ZADD', jp .. 'q:' .. host, front(tonumber(ARGV[8])), payload) == 1 then
+  redis.call('INCR', jp .. 'queued')
+end
+local next_at = math.max(host_next(host), now_ms() + tonumber(ARGV[9]))
+redis.call('HSET', hp .. host, 'next', n2s(next_at))
+if not held_by_job(hp .. host, job) then schedule(host, next_at) end
+return 1
+"""
+)
+
+# ARGV: jp, hp, job, n_new, n_done, then n_new x (fp8, host, depth, payload),
+# then n_done x (fp, host, payload). Re-running it changes nothing more.
+COMMIT = (
+    PRELUDE
+    + """
+local job, n_new, n_done = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local seq = redis.call('INCRBY', jp .. 'seq', n_new) - n_new
+local added, touched = 0, {}
+for i = 0, n_new - 1 do
+  local fp8, host = ARGV[6 + 4 * i], ARGV[7 + 4 * i]
+  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(fp8, 1, 2))
+  if redis.call('HSETNX', bucket, string.sub(fp8, 3), '') == 1 then
+    local score = tonumber(ARGV[8 + 4 * i]) * 1e12 + seq + i + 1
+    redis.call('ZADD', jp .. 'q:' .. host, n2s(score), ARGV[9 + 4 * i])
+    added = added + 1
+    touched[host] = true
+  end
+end
+if added > 0 then redis.call('INCRBY', jp .. 'queued', added) end
+for host in pairs(touched) do
+  if not held_by_job(hp .. host, job) then schedule(host, host_next(host)) end
+end
+local base = 6 + 4 * n_new
+for i = 0, n_done - 1 do
+  local fp = ARGV[base + 3 * i]
+  redis.call('HDEL', jp .. 'lease', fp)
+  redis.call('ZREM', jp .. 'lease_exp', fp)
+  -- re-queued after its lease expired, but its page is stored now: drop it
+  if redis.call('ZREM', jp .. 'q:' .. ARGV[base + 1 + 3 * i], ARGV[base + 2 + 3 * i]) == 1 then
+    redis.call('DECR', jp .. 'queued')
+  end
+end
+return added
+"""
+)
+
+# ARGV: jp, hp, job, worker, lease_ms, n_fps, fps..., hosts...
+RENEW = (
+    PRELUDE
+    + """
+local worker, n_fps = ARGV[4], tonumber(ARGV[6])
+local expires = n2s(now_ms() + tonumber(ARGV[5]))
+for i = 7, 6 + n_fps do
+  local v = redis.call('HGET', jp .. 'lease', ARGV[i])
+  if v and string.sub(v, 1, #worker + 1) == worker .. ' ' then
+    redis.call('ZADD', jp .. 'lease_exp', 'XX', expires, ARGV[i])
+  end
+end
+for i = 7 + n_fps, #ARGV do
+  if redis.call('HGET', hp .. ARGV[i], 'owner') == worker then
+    redis.call('HSET', hp .. ARGV[i], 'until', expires)
+    redis.call('ZADD', jp .. 'held', 'XX', expires, ARGV[i])
+  end
+end
+return 1
+"""
+)
+
+# ARGV: jp, seen fingerprints (8 bytes each) -> list of 0/1 (1 = seen)
+SEEN = """
+local jp = ARGV[1]
+local out = {}
+for i = 2, #ARGV do
+  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(ARGV[i], 1, 2))
+  out[i - 1] = redis.call('HEXISTS', bucket, string.sub(ARGV[i], 3))
+end
+return out
+"""

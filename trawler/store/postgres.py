@@ -1,0 +1,338 @@
+"""The distributed store: jobs, page metadata and counters in PostgreSQL.
+
+Many workers on many machines write into one database, so every write is
+idempotent and keyed by job: a page is stored at most once per (job, URL)
+(``ON CONFLICT DO NOTHING``), counters are added with an upsert. The
+frontier (seen set, queues, leases) lives in Redis, not here.
+
+The schema is created and migrated on connect: ``MIGRATIONS`` is an ordered,
+append-only list (never edit a released step, add one); ``schema_version``
+records what was applied. Workers starting together serialise on a
+transaction-scoped advisory lock, so each step runs once.
+
+Batches go in with ``executemany``: psycopg 3 pipelines it, so a commit batch
+costs one round trip. Measured on loopback with 6 KB of text per page, 2,000
+pages a batch: executemany 110-150 ms, COPY into a temp table then
+INSERT ... SELECT 125-215 ms, one INSERT over ``unnest()`` arrays 400-490 ms.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import astuple, dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from trawler.config import CrawlConfig
+from trawler.records import PageRecord
+from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
+
+JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
+
+# Any constant bigint: the advisory lock key that serialises migrations ("trawler").
+MIGRATION_LOCK_KEY = 0x74726177_6C6572
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
+    """
+    CREATE TABLE jobs (
+        id text PRIMARY KEY,
+        config jsonb NOT NULL,
+        state text NOT NULL
+            CHECK (state IN ('pending', 'running', 'paused', 'cancelled', 'finished')),
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE pages (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL,
+        final_url text, status integer, content_type text, content_length bigint,
+        depth integer, parent_url text, title text, description text, keywords text,
+        text text, links_count integer, content_sha256 text, fetched_at double precision,
+        fetch_duration_s double precision, error text, warc_file text, warc_offset bigint,
+        canonical text, noindex boolean NOT NULL DEFAULT false, attempts integer,
+        host text, duplicate_of text, simhash text, text_hash text, sitemap_lastmod text,
+        UNIQUE (job_id, url)
+    );
+    CREATE INDEX pages_job_order ON pages (job_id, id);  -- export in commit order
+    CREATE TABLE counters (
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        name text NOT NULL,
+        value bigint NOT NULL,
+        PRIMARY KEY (job_id, name)
+    );
+    CREATE TABLE fetch_attempts (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL, attempt integer NOT NULL, started_at double precision,
+        duration_s double precision, status integer, error text, decision text
+    );
+    CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# NUL and lone surrogates: PostgreSQL text cannot hold them, SQLite (and scraped HTML) can.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+_INSERT_PAGE = (
+    f"INSERT INTO pages (job_id, {', '.join(PAGE_COLUMNS)})"
+    f" VALUES ({', '.join(['%s'] * (len(PAGE_COLUMNS) + 1))})"
+    " ON CONFLICT (job_id, url) DO NOTHING"
+)
+_ADD_COUNTER = (
+    "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
+    " ON CONFLICT (job_id, name) DO UPDATE SET value = counters.value + excluded.value"
+)
+_INSERT_ATTEMPT = (
+    "INSERT INTO fetch_attempts (job_id, url, attempt, started_at, duration_s, status, error,"
+    " decision) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer Trawler than this one."""
+
+
+@dataclass(slots=True)
+class JobInfo:
+    id: str
+    state: str
+    created_at: float  # Unix time, seconds
+    updated_at: float
+    config: CrawlConfig
+
+
+async def migrate(conn: psycopg.AsyncConnection) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; safe to run from many workers at once."""
+    async with conn.transaction():
+        # Held until this transaction ends: a second worker waits here, then
+        # finds the steps applied. Taken before CREATE TABLE IF NOT EXISTS,
+        # which is not safe against a concurrent identical CREATE.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = await (await conn.execute("SELECT max(version) FROM schema_version")).fetchone()
+        current = (row[0] if row else None) or 0
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"database schema is version {current}; this Trawler knows {SCHEMA_VERSION}"
+            )
+        for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
+            await conn.execute(sql)  # no parameters: several statements are allowed
+            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+    return SCHEMA_VERSION
+
+
+def _clean(value: Any) -> Any:
+    if not isinstance(value, str) or value.isascii() and "\x00" not in value:
+        return value
+    return _UNSTORABLE.sub("\ufffd", value)
+
+
+def _page_row(job_id: str, page: PageRecord) -> tuple:
+    return (job_id, *(_clean(value) for value in astuple(page)))
+
+
+class PostgresStore:
+    """Jobs, pages, counters and fetch attempts of every job, over a connection pool."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def connect(
+        cls, url: str, *, max_connections: int = 4, timeout_s: float = 30.0
+    ) -> PostgresStore:
+        """Open a pool on ``url`` (``postgresql://…``) and migrate the schema."""
+        pool = AsyncConnectionPool(
+            url, min_size=1, max_size=max_connections, open=False,
+            kwargs={"autocommit": True}, name="trawler-store",
+        )  # fmt: skip
+        try:
+            await pool.open(wait=True, timeout=timeout_s)
+            async with pool.connection() as conn:
+                await migrate(conn)
+        except PoolTimeout:
+            await pool.close()
+            raise ConnectionError(f"cannot connect to PostgreSQL within {timeout_s:g} s") from None
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- jobs ---------------------------------------------------------------
+    async def create_job(self, config: CrawlConfig, state: str = "pending") -> str:
+        _check_state(state)
+        job_id = uuid.uuid4().hex[:12]
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
+                (job_id, config.model_dump_json(), state),
+            )
+        return job_id
+
+    async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
+        """The job's config and state; KeyError when there is no such job."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT config, state FROM jobs WHERE id = %s", (job_id,))
+            row = await cur.fetchone()
+        if row is None:
+            raise KeyError(job_id)
+        return CrawlConfig.model_validate(row[0]), row[1]
+
+    async def list_jobs(self) -> list[JobInfo]:
+        """Every job, newest first."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT id, state, extract(epoch FROM created_at)::float8,"
+                " extract(epoch FROM updated_at)::float8, config FROM jobs"
+                " ORDER BY created_at DESC, id"
+            )
+            rows = await cur.fetchall()
+        return [
+            JobInfo(id_, state, created, updated, CrawlConfig.model_validate(config))
+            for id_, state, created, updated, config in rows
+        ]
+
+    async def set_job_state(self, job_id: str, state: str) -> None:
+        _check_state(state)
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE jobs SET state = %s, updated_at = now() WHERE id = %s", (state, job_id)
+            )
+        if cur.rowcount == 0:
+            raise KeyError(job_id)
+
+    # -- writes -------------------------------------------------------------
+    async def insert_pages(self, job_id: str, pages: Iterable[PageRecord]) -> None:
+        """Store pages; a (job, URL) already stored is left as it is."""
+        await self.store_batch(job_id, pages)
+
+    async def add_counters(self, job_id: str, deltas: dict[str, int]) -> None:
+        await self.store_batch(job_id, counters=deltas)
+
+    async def store_batch(
+        self,
+        job_id: str,
+        pages: Iterable[PageRecord] = (),
+        counters: dict[str, int] | None = None,
+        attempts: Iterable[tuple] = (),
+    ) -> None:
+        """One commit batch in one transaction: pages, counter deltas, fetch attempts.
+
+        ``attempts`` rows are (url, attempt, started_at, duration_s, status,
+        error, decision), as in ``CommitBatch.attempts``. Counters are not
+        idempotent: a batch retried after an unknown outcome may count twice.
+        """
+        page_rows = [_page_row(job_id, page) for page in pages]
+        counter_rows = [(job_id, name, delta) for name, delta in (counters or {}).items()]
+        attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
+        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
+                              (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
+                if rows:
+                    await cur.executemany(sql, rows)
+
+    # -- read side ------------------------------------------------------------
+    async def iter_pages(
+        self, job_id: str, include_noindex: bool = False, batch_rows: int = 1000
+    ) -> AsyncIterator[dict]:
+        """Export rows (``EXPORT_COLUMNS``) in commit order, through a server-side
+        cursor: memory stays flat however large the crawl."""
+        where = "job_id = %s" if include_noindex else "job_id = %s AND NOT noindex"
+        sql = f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where} ORDER BY id"
+        async with self.pool.connection() as conn, conn.transaction():
+            cursor = conn.cursor(name=f"export_{uuid.uuid4().hex[:8]}")
+            cursor.itersize = batch_rows
+            async with cursor:
+                await cursor.execute(sql, (job_id,))
+                async for row in cursor:
+                    yield dict(zip(EXPORT_COLUMNS, row, strict=True))
+
+    async def read_stats(self, job_id: str) -> dict:
+        """The shape of ``trawler.store.sqlite.read_stats`` for one job.
+
+        Numbers kept by the frontier (urls_discovered, urls_queued, hosts,
+        dead_letter) are None here; the Redis frontier fills them in. The
+        ``skipped`` reasons are the counters named ``skipped.<reason>``.
+        """
+        async with self.pool.connection() as conn:
+            return await _read_stats(conn, job_id)
+
+
+def _check_state(state: str) -> None:
+    if state not in JOB_STATES:
+        raise ValueError(f"job state must be one of {', '.join(JOB_STATES)}, not {state!r}")
+
+
+async def _fetchall(conn: psycopg.AsyncConnection, sql: str, job_id: str) -> list[tuple]:
+    cur = await conn.execute(sql, (job_id,))
+    return await cur.fetchall()
+
+
+async def _grouped(
+    conn: psycopg.AsyncConnection, job_id: str, column: str, table: str
+) -> dict[str, int]:
+    sql = (
+        f"SELECT {column}, count(*) FROM {table} WHERE job_id = %s AND {column} IS NOT NULL"
+        " GROUP BY 1 ORDER BY 2 DESC"
+    )
+    return {str(key): count for key, count in await _fetchall(conn, sql, job_id)}
+
+
+async def _read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
+    stats: dict = {"job": None}
+    job = await _fetchall(
+        conn,
+        "SELECT id, state, extract(epoch FROM created_at)::float8,"
+        " extract(epoch FROM updated_at)::float8, config -> 'seeds' FROM jobs WHERE id = %s",
+        job_id,
+    )
+    if job:
+        stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job[0], strict=False))
+        stats["job"]["seeds"] = job[0][4] or []
+    stats["urls_discovered"] = stats["urls_queued"] = None  # the frontier's numbers
+    ((stored, ok, size, first, last),) = await _fetchall(
+        conn,
+        "SELECT count(*), count(*) FILTER (WHERE error IS NULL), sum(content_length),"
+        " min(fetched_at), max(fetched_at) FROM pages WHERE job_id = %s",
+        job_id,
+    )
+    stats.update(pages_stored=stored, pages_ok=ok, bytes_downloaded=int(size or 0), hosts=None)
+    stats["status"] = await _grouped(conn, job_id, "status", "pages")
+    stats["errors"] = await _grouped(conn, job_id, "error", "pages")
+    counters = dict(
+        await _fetchall(
+            conn, "SELECT name, value FROM counters WHERE job_id = %s ORDER BY name", job_id
+        )
+    )
+    prefix = "skipped."
+    stats["skipped"] = {
+        name.removeprefix(prefix): value
+        for name, value in sorted(counters.items(), key=lambda item: -item[1])
+        if name.startswith(prefix)
+    }
+    stats["dead_letter"] = None  # the frontier's number
+    stats["fetch_attempts"] = await _grouped(conn, job_id, "decision", "fetch_attempts")
+    stats["counters"] = counters
+    if first is not None and last > first:
+        stats["pages_per_s"] = round(stored / (last - first), 1)
+    return stats
