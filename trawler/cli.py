@@ -14,6 +14,8 @@ import os
 import signal
 import sqlite3
 import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -241,6 +243,54 @@ def stats(
         typer.echo(json.dumps(numbers, indent=2))
     else:
         print_stats(numbers)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help='Words (AND), "phrases", -excluded, prefix*.')],
+    data: DataOpt = DEFAULT_DATA,
+    limit: Annotated[int, typer.Option(min=1, max=10000, help="Results to show.")] = 10,
+    host: Annotated[str | None, typer.Option(help="Only pages of this host (host[:port]).")] = None,
+    since: Annotated[str | None, typer.Option(help="Fetched at or after this date (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option(help="Fetched before this date (ISO 8601).")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:  # fmt: skip
+    """Full-text search of the crawled pages (best match first; noindex and duplicates left out)."""
+    from trawler.progress import print_hits
+    from trawler.store.search import SearchIndexMissing
+    from trawler.store.search import search as run_search
+    from trawler.store.sqlite import connect
+
+    try:
+        conn = connect(data, readonly=True)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    try:
+        hits = run_search(
+            conn, query, limit, host, _epoch(since, "--since"), _epoch(until, "--until"), raw=raw
+        )
+    except (SearchIndexMissing, ValueError) as exc:
+        fail(str(exc))
+    finally:
+        conn.close()
+    if as_json:
+        for hit in hits:
+            typer.echo(json.dumps(asdict(hit), ensure_ascii=False))
+    else:
+        print_hits(hits)
+
+
+def _epoch(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"invalid {option}: {value!r} is not an ISO 8601 date")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 @app.command()

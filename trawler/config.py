@@ -58,6 +58,7 @@ class CrawlConfig(BaseModel):
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
+    near_duplicate_bits: int = Field(default=3, ge=0, le=16)  # SimHash Hamming distance
     sitemaps: bool = True  # read robots.txt Sitemap: lines and /sitemap.xml of seed hosts
     sitemap_depth: int = Field(default=1, ge=0)  # the depth sitemap URLs enter the frontier at
     # Fetch attempts per URL for connect errors, timeouts, 5xx, 429 and 503.

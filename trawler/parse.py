@@ -18,7 +18,7 @@ import re
 from urllib.parse import urljoin, urlsplit
 
 from charset_normalizer import from_bytes
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from trawler.records import Link, ParsedPage
 
@@ -102,6 +102,7 @@ _META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([a-z0-9_.:+-]+)
 
 # Elements whose content a browser does not render as page text.
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "noembed"]
+_BOILERPLATE_TAGS = ["nav", "header", "footer", "aside"]
 # WHATWG URL §4.4: strip leading/trailing C0 controls and spaces, drop tab/newline.
 _C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
@@ -205,7 +206,8 @@ def parse_html(
     page.links = _links(tree, resolver, max_links)
     page.canonical = _canonical(tree, resolver)
     _read_meta(tree, page, agent_token.lower())
-    page.text = _visible_text(tree)  # mutates the tree: must come last but one
+    page.text = _visible_text(tree)  # mutates the tree: must come last but two
+    page.main_text = _main_text(tree, page.text)
     title = tree.css_first("title")  # after removing <svg>, whose <title> is no page title
     page.title = _collapse(title.text()) if title is not None else None
     return page
@@ -343,6 +345,23 @@ def _visible_text(tree: LexborHTMLParser) -> str:
     if body is None:  # a <frameset> document has no body
         return ""
     return " ".join(body.text(separator=" ").split())
+
+
+def _main_text(tree: LexborHTMLParser, text: str) -> str:
+    """The page's own content: <main> (or the one <article>) if marked up, else the
+    visible text without site-wide blocks, so template changes do not hide duplicates."""
+    main = tree.css_first("main") or _only(tree.css("article"))
+    if main is not None:
+        return " ".join(main.text(separator=" ").split())
+    if tree.css_first("nav, header, footer, aside") is None:
+        return text
+    tree.strip_tags(_BOILERPLATE_TAGS, recursive=True)
+    body = tree.body
+    return " ".join(body.text(separator=" ").split()) if body is not None else ""
+
+
+def _only(nodes: list[LexborNode]) -> LexborNode | None:
+    return nodes[0] if len(nodes) == 1 else None
 
 
 def parse_x_robots_tag(values: list[str], agent_token: str) -> frozenset[str]:

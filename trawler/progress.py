@@ -67,3 +67,24 @@ def print_stats(stats: dict[str, Any]) -> None:
             for name, value in stats[title].items():
                 table.add_row(str(name), f"{value:,}")
             console.print(table)
+
+
+def print_hits(hits: list) -> None:  # list[SearchHit]
+    """Search results as a table; matched terms in bold."""
+    from trawler.store.search import split_highlights
+
+    console = Console(file=sys.stdout)
+    if not hits:
+        console.print("no matches")
+        return
+    table = Table(show_lines=True)
+    for column in ("score", "page", "snippet"):
+        table.add_column(column)
+    for hit in hits:
+        snippet = Text()
+        for piece, bold in split_highlights(hit.snippet):
+            snippet.append(piece, style="bold" if bold else None)
+        page = Text(hit.title or "(no title)", style="bold")
+        page.append("\n" + hit.url, style="dim")
+        table.add_row(f"{hit.score:.3g}", page, snippet)
+    console.print(table)

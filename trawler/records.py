@@ -80,6 +80,7 @@ class ParsedPage:
     description: str | None = None
     keywords: str | None = None
     text: str = ""
+    main_text: str = ""  # text without nav/header/footer/aside: what near-dup detection compares
     links: list[Link] = field(default_factory=list)
     canonical: str | None = None  # absolute URL from <link rel=canonical>
     base_href: str | None = None

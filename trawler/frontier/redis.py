@@ -40,7 +40,7 @@ import math
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -79,7 +79,9 @@ class WorkerStatus:
 def connect_redis(url: str) -> Redis:
     """A client that reconnects through a Redis restart (AOF brings the state back)."""
     retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), 10)
-    return Redis.from_url(url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError])
+    return Redis.from_url(
+        url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError]
+    )
 
 
 class RedisFrontier:
@@ -95,7 +97,16 @@ class RedisFrontier:
         self._workers_key = f"{options.prefix}:workers"
         self._scripts = {
             name: client.register_script(getattr(lua, name))
-            for name in ("NEXT", "ACQUIRE", "FINISH", "HAND_BACK", "COMMIT", "RENEW", "SEEN")
+            for name in (
+                "NEXT",
+                "ACQUIRE",
+                "FINISH",
+                "HAND_BACK",
+                "RETRY_LATER",
+                "COMMIT",
+                "RENEW",
+                "SEEN",
+            )
         }
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
         self._crawl_delay_dirty: set[str] = set()
@@ -178,12 +189,31 @@ class RedisFrontier:
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._local_slot(host), sent_at)
 
+    def record_response(
+        self, host: str, status: int | None, error: str | None, retry_after_s: float | None
+    ) -> None:
+        slot = self._local_slot(host)
+        self.policy.after_response(slot, status, error, retry_after_s, time.monotonic())
+
+    async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
+        """Queue the URL again after ``delay_s`` (its host is not delayed).
+
+        It waits in Redis, not in this process, so it survives the worker;
+        until it is due it counts as work in progress.
+        """
+        self._inflight.pop(request.fp, None)
+        args = [self.worker_id, str(request.fp), _payload(request), _ms(delay_s)]
+        await self._run("RETRY_LATER", args)
+
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
         if slot is None:
             return
-        next_ms = str(math.ceil((slot.next_allowed_at + self._offset_s) * 1000))
-        await self._run("FINISH", [self.worker_id, host, next_ms, self._crawl_delay_arg(slot)])
+        health = slot.health
+        args = [self.worker_id, host, self._to_redis(slot.next_allowed_at)]
+        args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
+        args += [health.consecutive_failures, self._to_redis(health.paused_until)]
+        await self._run("FINISH", args)
         self._wake.set()
 
     async def acquire_host(self, host: str) -> None:
@@ -288,10 +318,14 @@ class RedisFrontier:
             return await script(args=[self._jp, *args])
         return await script(args=[self._jp, self._hp, self.options.job_id, *args])
 
-    def _hold(self, host: str, next_ms: int, crawl_delay: bytes, backoff: bytes) -> None:
+    def _hold(self, host: str, next_ms: int, *state: bytes) -> None:
+        """Keep a held host's politeness state locally until finish_host."""
+        crawl_delay, backoff, failures, paused_ms = state
         slot = HostSlot(host, next_allowed_at=self._to_local(next_ms), busy=True)
         slot.crawl_delay_s = float(crawl_delay) if crawl_delay else None
-        slot.backoff_s = float(backoff) if backoff else 0.0
+        slot.health.backoff_s = float(backoff or 0)
+        slot.health.consecutive_failures = int(failures or 0)
+        slot.health.paused_until = self._to_local(float(paused_ms or 0))
         self._held[host] = slot
 
     def _local_slot(self, host: str) -> HostSlot:
@@ -306,6 +340,10 @@ class RedisFrontier:
 
     def _to_local(self, redis_ms: float) -> float:
         return redis_ms / 1000 - self._offset_s if redis_ms else 0.0
+
+    def _to_redis(self, monotonic_s: float) -> int:
+        """Rounded up: a host is never let go early."""
+        return math.ceil((monotonic_s + self._offset_s) * 1000) if monotonic_s else 0
 
     def _redis_now_s(self) -> float:
         return time.monotonic() + self._offset_s
@@ -357,12 +395,18 @@ def _fp8(fp: int) -> bytes:
     return fp.to_bytes(8, "big", signed=True)
 
 
+# The queue member of a URL: ["fp", depth, "host", the other fields in order].
+# The scripts read the first three; fields added later decode with defaults.
+_OTHER_FIELDS = tuple(f.name for f in fields(CrawlRequest) if f.name not in ("fp", "depth", "host"))
+
+
 def _payload(r: CrawlRequest) -> str:
-    """The queue member of a URL; deterministic, so re-adding it is a no-op."""
-    fields = [str(r.fp), r.depth, r.host, r.url, r.parent_url, r.attempts]
-    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    """Deterministic, so re-adding a URL's payload is a no-op."""
+    values = [str(r.fp), r.depth, r.host, *(getattr(r, name) for name in _OTHER_FIELDS)]
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
 
 
 def _request(payload: str) -> CrawlRequest:
-    fp, depth, host, url, parent_url, attempts = json.loads(payload)
-    return CrawlRequest(url, depth, parent_url, host, int(fp), attempts)
+    fp, depth, host, *others = json.loads(payload)
+    known = dict(zip(_OTHER_FIELDS, others, strict=False))
+    return CrawlRequest(fp=int(fp), depth=depth, host=host, **known)

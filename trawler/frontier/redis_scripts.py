@@ -21,6 +21,8 @@ host whose worker died is freed when its hold expires.
 PRELUDE = """
 local jp, hp = ARGV[1], ARGV[2]
 local function n2s(x) return string.format('%.0f', x) end
+-- a held host's state as the worker gets it (and gives it back at finish)
+local HEALTH = {'crawl_delay', 'backoff', 'failures', 'paused'}
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -36,22 +38,28 @@ end
 local function host_next(host)
   return tonumber(redis.call('HGET', hp .. host, 'next') or 0)
 end
--- Expired URL leases go back to the front of their host's queue, expired host
--- holds are released; either way the host becomes schedulable again.
+-- A URL goes back to the front of its depth level in its host's queue.
+local function requeue(payload, now)
+  local r = cjson.decode(payload)
+  if redis.call('ZADD', jp .. 'q:' .. r[3], front(r[2]), payload) == 1 then
+    redis.call('INCR', jp .. 'queued')
+  end
+  if not held_by_job(hp .. r[3], ARGV[3]) then schedule(r[3], math.max(now, host_next(r[3]))) end
+end
+-- Expired URL leases and due retries go back to their host's queue, expired
+-- host holds are released; either way the host becomes schedulable again.
 local function reclaim(now, limit)
   local fps = redis.call('ZRANGEBYSCORE', jp .. 'lease_exp', '-inf', n2s(now), 'LIMIT', 0, limit)
   for _, fp in ipairs(fps) do
     local v = redis.call('HGET', jp .. 'lease', fp)
     redis.call('HDEL', jp .. 'lease', fp)
     redis.call('ZREM', jp .. 'lease_exp', fp)
-    if v then
-      local payload = string.sub(v, string.find(v, ' ', 1, true) + 1)
-      local r = cjson.decode(payload)
-      if redis.call('ZADD', jp .. 'q:' .. r[3], front(r[2]), payload) == 1 then
-        redis.call('INCR', jp .. 'queued')
-      end
-      schedule(r[3], now)
-    end
+    if v then requeue(string.sub(v, string.find(v, ' ', 1, true) + 1), now) end
+  end
+  local due = redis.call('ZRANGEBYSCORE', jp .. 'delayed', '-inf', n2s(now), 'LIMIT', 0, limit)
+  for _, payload in ipairs(due) do
+    redis.call('ZREM', jp .. 'delayed', payload)
+    requeue(payload, now)
   end
   local hosts = redis.call('ZRANGEBYSCORE', jp .. 'held', '-inf', n2s(now), 'LIMIT', 0, limit)
   for _, host in ipairs(hosts) do
@@ -61,13 +69,15 @@ local function reclaim(now, limit)
     if h[1] == ARGV[3] and tonumber(h[2] or 0) <= now then
       redis.call('HDEL', hkey, 'owner', 'job', 'until')
     end
-    if redis.call('ZCARD', jp .. 'q:' .. host) > 0 then schedule(host, now) end
+    if redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
+      schedule(host, math.max(now, host_next(host)))
+    end
   end
 end
 """
 
 # ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit
-# -> {0} done | {1, wait_ms} (-1: nothing ready) | {2, payload, next, crawl_delay, backoff}
+# -> {0} done | {1, wait_ms} (-1: nothing ready) | {2, payload, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
     + """
@@ -79,7 +89,8 @@ for _ = 1, 16 do
   local top = redis.call('ZRANGE', jp .. 'ready', 0, 0, 'WITHSCORES')
   if #top == 0 then
     if tonumber(redis.call('GET', jp .. 'queued') or 0) <= 0
-        and redis.call('ZCARD', jp .. 'lease_exp') == 0 then
+        and redis.call('ZCARD', jp .. 'lease_exp') == 0
+        and redis.call('ZCARD', jp .. 'delayed') == 0 then
       return {0}
     end
     return {1, -1}
@@ -87,7 +98,7 @@ for _ = 1, 16 do
   local host, score = top[1], tonumber(top[2])
   if score > now then return {1, score - now} end
   local hkey = hp .. host
-  local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', 'crawl_delay', 'backoff')
+  local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', unpack(HEALTH))
   local next_at = tonumber(h[3] or 0)
   if h[1] and tonumber(h[2] or 0) > now then
     -- held by another job or by acquire_host: look again a little later
@@ -106,7 +117,7 @@ for _ = 1, 16 do
       local fp = string.match(payload, '^%["(%-?%d+)"')
       redis.call('HSET', jp .. 'lease', fp, worker .. ' ' .. payload)
       redis.call('ZADD', jp .. 'lease_exp', expires, fp)
-      return {2, payload, next_at, h[4] or '', h[5] or ''}
+      return {2, payload, next_at, h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
     end
   end
 end
@@ -114,41 +125,42 @@ return {1, 0}
 """
 )
 
-# ARGV: jp, hp, job, worker, lease_ms, host -> {1, next, crawl_delay, backoff} | {0, wait_ms}
+# ARGV: jp, hp, job, worker, lease_ms, host -> {1, next, crawl_delay, health...} | {0, wait_ms}
 ACQUIRE = (
     PRELUDE
     + """
 local job, worker, host = ARGV[3], ARGV[4], ARGV[6]
 local now = now_ms()
 local hkey = hp .. host
-local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', 'crawl_delay', 'backoff')
+local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', unpack(HEALTH))
 if h[1] and tonumber(h[2] or 0) > now then return {0, tonumber(h[2]) - now} end
 local expires = n2s(now + tonumber(ARGV[5]))
 redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires)
 redis.call('ZADD', jp .. 'held', expires, host)
 redis.call('ZREM', jp .. 'ready', host)
-return {1, tonumber(h[3] or 0), h[4] or '', h[5] or ''}
+return {1, tonumber(h[3] or 0), h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
 """
 )
 
-# ARGV: jp, hp, job, worker, host, next_ms ('' = unchanged), crawl_delay ('' = none, '-' = keep)
+# ARGV: jp, hp, job, worker, host, next_ms, crawl_delay ('' = none, '-' = keep),
+# backoff_s, failures, paused_ms
 FINISH = (
     PRELUDE
     + """
 local job, worker, host = ARGV[3], ARGV[4], ARGV[5]
 local hkey = hp .. host
-local next_at = host_next(host)
-if ARGV[6] ~= '' and tonumber(ARGV[6]) > next_at then
-  next_at = tonumber(ARGV[6])
-  redis.call('HSET', hkey, 'next', n2s(next_at))
-end
+local h = redis.call('HMGET', hkey, 'next', 'owner', 'job')
+local next_at = math.max(tonumber(h[1] or 0), tonumber(ARGV[6]))
+redis.call('HSET', hkey, 'next', n2s(next_at), 'backoff', ARGV[8], 'failures', ARGV[9],
+           'paused', ARGV[10])
 if ARGV[7] ~= '-' then redis.call('HSET', hkey, 'crawl_delay', ARGV[7]) end
-if redis.call('HGET', hkey, 'owner') == worker then
+local ours = h[2] == worker
+if ours then
   redis.call('HDEL', hkey, 'owner', 'job', 'until')
   redis.call('ZREM', jp .. 'held', host)
 end
 -- a host taken over after our hold expired is scheduled by its new holder
-if not held_by_job(hkey, job) and redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
+if (ours or h[3] ~= job) and redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
   redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
 end
 return 1
@@ -170,6 +182,22 @@ end
 local next_at = math.max(host_next(host), now_ms() + tonumber(ARGV[9]))
 redis.call('HSET', hp .. host, 'next', n2s(next_at))
 if not held_by_job(hp .. host, job) then schedule(host, next_at) end
+return 1
+"""
+)
+
+# ARGV: jp, hp, job, worker, fp, payload (attempts counted), delay_ms
+# The lease is dropped and the URL waits in ``delayed`` until due: it still
+# counts as work in progress, and survives the worker.
+RETRY_LATER = (
+    PRELUDE
+    + """
+local worker, fp = ARGV[4], ARGV[5]
+local v = redis.call('HGET', jp .. 'lease', fp)
+if not v or string.sub(v, 1, #worker + 1) ~= worker .. ' ' then return 0 end
+redis.call('HDEL', jp .. 'lease', fp)
+redis.call('ZREM', jp .. 'lease_exp', fp)
+redis.call('ZADD', jp .. 'delayed', n2s(now_ms() + tonumber(ARGV[7])), ARGV[6])
 return 1
 """
 )

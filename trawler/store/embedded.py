@@ -21,9 +21,11 @@ from pathlib import Path
 
 from trawler import __version__
 from trawler.config import CrawlConfig
+from trawler.dedup import ContentDedup
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.retry import RetryPolicy
+from trawler.store import search
 from trawler.store import sqlite as db
 from trawler.store.base import CommitBatch
 from trawler.store.warc import WarcWriter, recover
@@ -40,6 +42,7 @@ class EmbeddedBackend:
         self.store = db.SqliteStore(self.conn)
         self.frontier: SqliteFrontier | None = None
         self.warc: WarcWriter | None = None
+        self.dedup = ContentDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
 
     async def _in_writer(self, fn, *args):  # type: ignore[no-untyped-def]
@@ -74,6 +77,8 @@ class EmbeddedBackend:
         policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
         self.frontier = SqliteFrontier(policy)
         self.frontier.load(self.conn)
+        self.dedup = ContentDedup(config.near_duplicate_bits)
+        self.dedup.load(self.store.content_fingerprints())
         self.warc = WarcWriter(
             warc_dir, max_bytes=config.warc_max_bytes, software=f"Trawler/{__version__}"
         )
@@ -83,13 +88,16 @@ class EmbeddedBackend:
         assert self.warc is not None and self.frontier is not None
         pages = []
         for _request, result, page in batch.fetched:
+            self.dedup.check(page)
             location = self.warc.write(result)
             if location is not None:
                 page.warc_file, page.warc_offset = location.filename, location.offset
             pages.append(page)
         self.warc.flush(fsync=True)
         with self.conn:  # one transaction: the commit point
+            first_new_id = search.last_page_id(self.conn)
             self.store.insert_pages(pages)
+            search.index_pages_after(self.conn, first_new_id)  # searchable as stored
             self.frontier.persist_new(self.conn, batch.new_requests)
             self.frontier.persist_done(
                 self.conn,

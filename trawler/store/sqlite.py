@@ -22,6 +22,7 @@ from pathlib import Path
 
 from trawler.config import CrawlConfig
 from trawler.records import PageRecord
+from trawler.store.search import ensure_search_schema
 
 DB_NAME = "trawler.db"
 
@@ -99,6 +100,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     conn.executescript(SCHEMA)
+    ensure_search_schema(conn)
     conn.commit()
     return conn
 
@@ -178,6 +180,13 @@ class SqliteStore:
         """URLs admitted per host (for --max-pages-per-host after a resume)."""
         sql = f"SELECT host, count(*) FROM urls WHERE state != {SKIPPED} GROUP BY host"
         return dict(self.conn.execute(sql))
+
+    def content_fingerprints(self) -> Iterator[tuple[str, str | None, str | None]]:
+        """(url, text_hash, simhash) of stored original pages, to rebuild duplicate detection."""
+        return iter(self.conn.execute(
+            "SELECT url, text_hash, simhash FROM pages"
+            " WHERE duplicate_of IS NULL AND simhash IS NOT NULL ORDER BY id"
+        ))  # fmt: skip
 
     def warc_positions(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT name, committed_bytes FROM warc_files"))

@@ -1,0 +1,87 @@
+"""Duplicate content and full-text search, end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from tests.e2e.conftest import Served, export_rows, run_trawler
+from tests.e2e.scripted import page, start_scripted
+from trawler.sitegen import _WORDS
+
+VOCABULARY = [f"{word}{i}" for i in range(30) for word in _WORDS]
+
+
+def article(words: list[str], nav: str = "Home About Contact", footer: str = "(c) 2026") -> str:
+    return (f"<html><head><title>{words[0]}</title></head><body><nav>{nav}</nav>"
+            f"<p>{' '.join(words)}</p><footer>{footer}</footer></body></html>")  # fmt: skip
+
+
+def test_duplicates_marked_and_left_out_of_search(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    words = [rng.choice(VOCABULARY) for _ in range(600)]
+    edited = list(words)
+    edited[300] = "lighthousekeeper"  # one word changed
+    other = [rng.choice(VOCABULARY) for _ in range(600)]
+    home = "".join(f'<a href="/{p}">{p}</a>' for p in ("orig", "copy", "edit", "chrome", "other"))
+    script = {"0": {
+        "/": page(f"<html><body>{home}</body></html>"),
+        "/orig": page(article(words)),
+        "/copy": page(article(words)),  # exact duplicate
+        "/edit": page(article(edited)),  # near duplicate
+        "/chrome": page(article(words, nav="Shop Blog Careers Press", footer="Imprint Privacy")),
+        "/other": page(article(other)),
+    }}  # fmt: skip
+    server = start_scripted(tmp_path, script)
+    data = tmp_path / "data"
+    try:
+        out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
+                          "--delay", "0", "--concurrency", "1", "-q", "--no-sitemaps")  # fmt: skip
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.stop()
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+    original = server.bases[0] + "/orig"
+    assert rows["orig"]["duplicate_of"] is None
+    for name in ("copy", "edit", "chrome"):
+        assert rows[name]["duplicate_of"] == original, name
+    assert rows["other"]["duplicate_of"] is None
+    assert all(len(r["simhash"]) == 16 for n, r in rows.items() if n)
+    hits = search(data, words[10])
+    assert [h["url"] for h in hits] == [original]  # duplicates are not indexed again
+    assert "**" in hits[0]["snippet"]
+
+
+def search(data: Path, query: str, *args: str) -> list[dict]:
+    out = run_trawler("search", "--data", str(data), query, "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_distinct_test_site_pages_are_not_flagged(testsite: Served, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    out = run_trawler("crawl", *testsite.seeds, "--data", str(data), "--allow-private",
+                      "--scope", "any", "--delay", "0.02", "-q", "--no-sitemaps")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    pages = [r for r in export_rows(data) if r["simhash"]]
+    flagged = [r for r in pages if r["duplicate_of"] and r["duplicate_of"] != r["canonical"]]
+    assert len(pages) > 50
+    assert len(flagged) / len(pages) < 0.01
+
+
+def test_search_ranks_filters_and_excludes_noindex(testsite: Served, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    out = run_trawler("crawl", *testsite.seeds, "--data", str(data), "--allow-private",
+                      "--scope", "any", "--delay", "0.02", "-q", "--no-sitemaps")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    title = next(r["title"] for r in export_rows(data) if r["url"].endswith("/p/3.html"))
+    term = title.split(": ")[1].split()[0]  # a word from a page title
+    hits = search(data, term, "--limit", "50")
+    assert hits and all({"url", "title", "snippet", "score"} <= set(h) for h in hits)
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    host = testsite.site.netloc(1)
+    only = search(data, term, "--host", host, "--limit", "50")
+    assert only and all(h["url"].startswith(f"http://{host}/") for h in only)
+    assert search(data, term, "--since", "2999-01-01") == []
+    assert search(data, 'AND OR ( "unclosed') == []  # hostile syntax is taken literally
