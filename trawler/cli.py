@@ -80,6 +80,7 @@ def crawl(
     warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
     sitemaps: Annotated[bool | None, typer.Option("--sitemaps/--no-sitemaps", help="Read robots.txt Sitemap: lines and /sitemap.xml of seed hosts [on].")] = None,
     sitemap_depth: Annotated[int | None, typer.Option(help="Depth at which sitemap URLs enter the frontier [1].")] = None,
+    near_duplicate_bits: Annotated[int | None, typer.Option(help="SimHash distance that makes a near-duplicate [3].")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,
     max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
@@ -98,6 +99,7 @@ def crawl(
         "max_pages_per_host": max_pages_per_host, "max_links_per_page": max_links_per_page,
         "robots_retry_waits_s": robots_retry_wait, "max_attempts": max_attempts,
         "sitemaps": sitemaps, "sitemap_depth": sitemap_depth,
+        "near_duplicate_bits": near_duplicate_bits,
     }  # fmt: skip
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     try:
