@@ -212,8 +212,9 @@ def test_raw_mode_passes_fts5_syntax_and_reports_errors(conn: sqlite3.Connection
 
 
 def test_schema_is_idempotent_and_backfills_an_old_database(tmp_path: Path) -> None:
-    old = db.connect(tmp_path)  # a data directory from before search existed
+    old = db.connect(tmp_path)
     with old:
+        old.execute("DROP TABLE pages_fts")  # a data directory from before search existed
         old.execute(
             "INSERT INTO pages (url, status, title, text, noindex) VALUES"
             " ('http://a.test/1', 200, 'Buoy', 'red buoy', 0),"
@@ -240,7 +241,9 @@ def test_index_pages_takes_explicit_rows(conn: sqlite3.Connection) -> None:
 
 
 def test_a_database_without_the_index_says_so(tmp_path: Path) -> None:
-    db.connect(tmp_path).close()
+    writable = db.connect(tmp_path)
+    writable.execute("DROP TABLE pages_fts")  # made before search existed
+    writable.close()
     readonly = db.connect(tmp_path, readonly=True)
     with pytest.raises(SearchIndexMissing):
         search(readonly, "anything")

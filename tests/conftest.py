@@ -1,0 +1,63 @@
+"""Session-wide servers for the distributed tests (see tests/servers.py).
+
+Each server starts on first use, once per test session, and is skipped with
+the reason only when its binaries are missing and cannot be installed.
+Tests that kill a session server must restart it (``redis_server.restart()``);
+tests that want one of their own call ``start_redis`` / ``start_postgres``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers import (
+    PostgresServer,
+    RedisServer,
+    ServerUnavailable,
+    start_postgres,
+    start_redis,
+)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    tmp = tempfile.mkdtemp(prefix="trawler-redis-")
+    try:
+        server = start_redis(tmp)
+    except ServerUnavailable as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        pytest.skip(f"redis-server unavailable: {exc}")
+    yield server
+    server.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        server = start_postgres()
+    except ServerUnavailable as exc:
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    return postgres_server.url
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_server: PostgresServer) -> str:
+    """An empty database of this test's own (about 0.1 s to create)."""
+    return postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}")

@@ -1,0 +1,329 @@
+"""Real redis-server and PostgreSQL processes on loopback, for the distributed tests.
+
+Importable without pytest (tests/conftest.py wraps these in session fixtures;
+benchmarks and scripts may use them directly). Each server gets its own
+directory and a free port on 127.0.0.1 and never touches the system's own
+instances. Missing binaries are installed from Debian with apt-get when we
+are root; the packages' own services are kept from starting (policy-rc.d,
+as bench/nginx.sh does). ``ServerUnavailable`` says why a server cannot run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import glob
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("tests.servers")
+
+SBIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin")
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+APT_LOCK = Path(tempfile.gettempdir()) / "trawler-tests-apt.lock"
+PG_USER = "postgres"  # initdb and postgres refuse to run as root
+
+
+class ServerUnavailable(RuntimeError):
+    """The server's binaries are missing and cannot be installed here."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _which(name: str) -> Path | None:
+    found = shutil.which(name) or next(
+        (f"{d}/{name}" for d in SBIN_DIRS if os.access(f"{d}/{name}", os.X_OK)), None
+    )
+    return Path(found) if found else None
+
+
+def apt_install(*packages: str) -> None:
+    """Install Debian packages without letting their services start."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise ServerUnavailable(f"{' '.join(packages)} missing; apt-get needs root")
+    with APT_LOCK.open("w") as lock:  # parallel test processes install once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made_policy = not POLICY_RC_D.exists()
+        if made_policy:  # exit 101 = "action forbidden": no service starts on install
+            POLICY_RC_D.write_text("#!/bin/sh\nexit 101\n")
+            POLICY_RC_D.chmod(0o755)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        try:
+            for cmd in (["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", *packages]):  # fmt: skip
+                log.warning("installing: %s", " ".join(cmd))
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+                log.info("%s", done.stdout[-2000:])
+                if done.returncode != 0:
+                    raise ServerUnavailable(f"{' '.join(cmd)} failed: {done.stderr[-500:]}")
+        finally:
+            if made_policy:
+                POLICY_RC_D.unlink(missing_ok=True)
+
+
+def _die_with_parent(sig: int) -> Callable[[], None]:
+    """A preexec_fn: the server gets ``sig`` when the test process dies, even by
+    SIGKILL, so no server outlives its test run (Linux; elsewhere a no-op)."""
+
+    def set_parent_death_signal() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
+
+    return set_parent_death_signal
+
+
+def _wait(
+    ready: Callable[[], bool],
+    process: subprocess.Popen,
+    what: str,
+    log_path: Path,
+    timeout_s: float,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
+            raise RuntimeError(f"{what} did not start (exit {process.returncode}):\n{tail}")
+        time.sleep(0.02)
+
+
+def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+# -- Redis ----------------------------------------------------------------------------
+
+
+def ensure_redis_server() -> Path:
+    """Path of redis-server, installing the Debian package when it is missing."""
+    found = _which("redis-server")
+    if found is None:
+        apt_install("redis-server")
+        found = _which("redis-server")
+    if found is None:
+        raise ServerUnavailable("redis-server not found after installing it")
+    return found
+
+
+def _redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@dataclass
+class RedisServer:
+    """One redis-server on 127.0.0.1; restart() keeps port and dir, so the AOF reloads."""
+
+    binary: Path
+    dir: Path
+    port: int
+    appendonly: bool = True
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "redis.log"
+
+    def start(self) -> RedisServer:
+        cmd = [str(self.binary), "--bind", "127.0.0.1", "--port", str(self.port),
+               "--dir", str(self.dir), "--appendonly", "yes" if self.appendonly else "no",
+               "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
+               "--logfile", str(self.log_path)]  # fmt: skip
+        self.process = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent(signal.SIGTERM)
+        )
+        _wait(lambda: _redis_ping(self.port), self.process, "redis-server", self.log_path, 20)
+        return self
+
+    def stop(self) -> None:
+        """Graceful shutdown: SIGTERM makes redis fsync the AOF before it exits."""
+        _stop(self.process, signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL: the last second of writes may be lost (appendfsync everysec)."""
+        _stop(self.process, signal.SIGKILL)
+
+    def restart(self, *, kill: bool = False) -> RedisServer:
+        self.kill() if kill else self.stop()
+        return self.start()
+
+
+def start_redis(
+    tmpdir: Path | str, port: int | None = None, appendonly: bool = True
+) -> RedisServer:
+    binary = ensure_redis_server()
+    tmp = Path(tmpdir)
+    tmp.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):  # a free port can be taken between free_port() and bind
+        server = RedisServer(binary, tmp, port or free_port(), appendonly)
+        try:
+            started = time.monotonic()
+            server.start()
+            log.info("redis-server on %s in %.2fs", server.url, time.monotonic() - started)
+            return server
+        except RuntimeError:
+            if port is not None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+def _pg_bindir() -> Path | None:
+    """The newest /usr/lib/postgresql/<version>/bin, or the one on PATH."""
+    dirs = glob.glob("/usr/lib/postgresql/*/bin")
+    dirs.sort(key=lambda d: [int(p) for p in Path(d).parent.name.split(".") if p.isdigit()])
+    for candidate in reversed(dirs):
+        if os.access(f"{candidate}/initdb", os.X_OK):
+            return Path(candidate)
+    initdb = _which("initdb")
+    return initdb.resolve().parent if initdb else None
+
+
+def ensure_postgres() -> Path:
+    """Directory holding initdb and postgres, installing Debian's package when missing."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        apt_install("postgresql")
+        bindir = _pg_bindir()
+    if bindir is None:
+        raise ServerUnavailable("PostgreSQL binaries not found after installing them")
+    return bindir
+
+
+def _pg_user_args() -> dict:
+    """Popen arguments that drop root to the postgres OS user."""
+    if os.geteuid() != 0:
+        return {}
+    try:
+        import pwd
+
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", PG_USER], check=True)
+    return {"user": PG_USER, "group": PG_USER, "extra_groups": []}
+
+
+@dataclass
+class PostgresServer:
+    """One PostgreSQL cluster in its own temp dir; trust auth on loopback."""
+
+    bindir: Path
+    dir: Path
+    port: int
+    database: str = "trawler_test"
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return self.url_for(self.database)
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "postgres.log"
+
+    def _accepts(self) -> bool:
+        import psycopg
+
+        try:
+            psycopg.connect(self.url_for("postgres"), connect_timeout=1).close()
+            return True
+        except psycopg.OperationalError:
+            return False
+
+    def initdb(self) -> None:
+        cmd = [str(self.bindir / "initdb"), "-D", str(self.dir / "data"), "-A", "trust",
+               "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=self.dir, **_pg_user_args())
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb failed: {done.stderr[-1500:]}")
+
+    def start(self) -> PostgresServer:
+        # fsync/full_page_writes/synchronous_commit off: test speed, never production.
+        cmd = [str(self.bindir / "postgres"), "-D", str(self.dir / "data"), "-p", str(self.port),
+               "-h", "127.0.0.1", "-k", str(self.dir), "-c", "fsync=off",
+               "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
+               "-c", "max_connections=200"]  # fmt: skip
+        with self.log_path.open("ab") as out:
+            self.process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.dir, preexec_fn=_die_with_parent(signal.SIGQUIT), **_pg_user_args(),
+            )  # fmt: skip
+        _wait(self._accepts, self.process, "postgres", self.log_path, 30)
+        return self
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database (if new) and return its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url_for("postgres"), autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if exists.fetchone() is None:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url_for(name)
+
+    def stop(self) -> None:
+        """Fast shutdown (SIGINT), then remove the cluster's directory."""
+        _stop(self.process, signal.SIGINT)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_postgres(tmpdir: Path | str | None = None, port: int | None = None) -> PostgresServer:
+    """initdb a fresh cluster, start it, create the database.
+
+    The cluster lives in a new directory owned by the postgres user (inside
+    ``tmpdir`` if given; pytest's tmp_path is 0700 root, so by default a
+    ``tempfile.mkdtemp()``); stop() removes it.
+    """
+    bindir = ensure_postgres()
+    base = Path(tempfile.mkdtemp(prefix="trawler-pg-", dir=tmpdir))
+    base.chmod(0o755)  # parents must be traversable by postgres; mkdtemp makes 0700
+    user = _pg_user_args()
+    if user:
+        shutil.chown(base, user["user"], user["group"])
+    started = time.monotonic()
+    server = PostgresServer(bindir, base, port or free_port())
+    try:
+        server.initdb()
+        server.start()
+        server.create_database(server.database)
+    except BaseException:
+        server.stop()
+        raise
+    log.info("postgres on %s in %.2fs", server.url, time.monotonic() - started)
+    return server
