@@ -259,8 +259,8 @@ class _Resolver:
 
     def _concatenate(self, href: str) -> str | None:
         """``href`` resolved by concatenation, or None where that could differ."""
-        if "[" in href or "/." in href or href[0] == ".":
-            return None  # IPv6 literals and dot segments: leave them to urljoin
+        if "[" in href or "]" in href or "/." in href or href[0] == ".":
+            return None  # IPv6 literals (or stray brackets) and dot segments: urljoin
         prefix = href[:8].lower()
         if prefix.startswith("http://") or prefix == "https://":
             host_at = 7 if prefix[4] == ":" else 8
@@ -282,12 +282,13 @@ class _Resolver:
     def _join(self, href: str) -> str | None:
         try:
             absolute = urljoin(self.base_url, href)
+            # urljoin returns href untouched when the base is no URL: check the result.
+            parts = urlsplit(absolute)
         except ValueError:  # e.g. "http://[bad-ipv6/"
             return None
-        prefix = absolute[:8].lower()
-        if prefix.startswith("http://") or prefix == "https://":
+        if parts.scheme in ("http", "https") and parts.netloc:
             return absolute
-        return None  # mailto:, javascript:, tel:, data:, ftp:, ...
+        return None  # mailto:, javascript:, tel:, data:, ftp:, no host, ...
 
 
 def _base_href(tree: LexborHTMLParser, url: str) -> str | None:

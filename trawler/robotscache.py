@@ -18,7 +18,8 @@ CACHE_TTL_S = 24 * 3600.0
 # After a 5xx / 429 / network failure the host is fully disallowed (§2.3.1.4)
 # and robots.txt is tried again after these waits; then the URLs fail.
 DEFAULT_RETRY_WAITS_S = (5.0, 30.0, 120.0)  # CrawlConfig.robots_retry_waits_s
-_TOO_MANY_REDIRECTS = frozenset({"too_many_redirects", "redirect_loop"})
+# Redirect trouble (too many, a loop, a non-HTTP target): robots.txt unavailable.
+_TOO_MANY_REDIRECTS = frozenset({"too_many_redirects", "redirect_loop", "bad_redirect"})
 # Errors that retrying robots.txt will not cure: each URL of the origin fails with them.
 HOST_FATAL_ERRORS = frozenset({"dns", "private_address", "bad_url"})
 

@@ -168,7 +168,9 @@ def pages_routes() -> dict[str, Handler]:
         "/gzip-bomb": bomb("gzip"),
         "/br-bomb": bomb("br"),
         "/deflate-bomb": bomb("deflate"),
-        "/gzip-ok": html(gzip.compress(page("gzipped")), "text/html", **{"Content-Encoding": "gzip"}),
+        "/gzip-ok": html(
+            gzip.compress(page("gzipped")), "text/html", **{"Content-Encoding": "gzip"}
+        ),
         "/wrong-type": html(page("html as text/plain"), "text/plain"),
         "/binary-as-html": html(binary, "text/html"),
         "/empty": html(b""),
@@ -180,16 +182,21 @@ def charset_routes() -> dict[str, Handler]:
     title = "Café crème"
     utf8, cp1252 = page(title), page(title).decode().encode("cp1252")
     long_cp1252 = page(title, extra=FRENCH * 20).decode().encode("cp1252")
-    sjis = ('<meta charset="shift_jis"><title>日本語のページ</title><p>こんにちは').encode("shift_jis")
+    sjis = '<meta charset="shift_jis"><title>日本語のページ</title><p>こんにちは'.encode(
+        "shift_jis"
+    )
+    # UTF-8 with a few stray Latin-1 bytes in the body text.
+    mixed = page(title, extra=FRENCH * 3).replace(b"vu", b"v\xfc\xfc")
+    utf16 = codecs.BOM_UTF16_LE + page(title).decode().encode("utf-16-le")
     return {
         "/header-utf8-body-cp1252": html(cp1252, "text/html; charset=utf-8"),
         "/header-latin1-body-utf8": html(utf8, "text/html; charset=iso-8859-1"),
         "/unknown-charset-utf8": html(utf8, "text/html; charset=x-klingon"),
         "/unknown-charset-cp1252": html(long_cp1252, "text/html; charset=bogus"),
-        "/mixed-encodings": html(page(title, extra=FRENCH * 3).replace(b"vu", b"v\xfc\xfc"), "text/html"),
+        "/mixed-encodings": html(mixed, "text/html"),
         "/meta-shift-jis": html(sjis, "text/html"),
-        "/utf16-bom": html(codecs.BOM_UTF16_LE + page(title).decode().encode("utf-16-le"), "text/html; charset=utf-8"),
-    }  # fmt: skip
+        "/utf16-bom": html(utf16, "text/html; charset=utf-8"),  # the BOM wins
+    }
 
 
 def links_routes() -> dict[str, Handler]:
@@ -219,7 +226,9 @@ def redirects_routes() -> dict[str, Handler]:
     other = f"http://{ADDRESS_PREFIX}{ROLES['redirects2']}:{{port}}"
     return {
         "/loop/a": redirect("/loop/b"),
-        "/loop/b": redirect("/loop/a"),
+        "/loop/b": redirect("/loop/a"),  # not linked: reached only inline from /loop/a
+        "/loop2/a": redirect("/loop2/b"),
+        "/loop2/b": redirect("/loop2/a"),
         "/self": redirect("/self", 301),
         "/to-empty": redirect(""),
         "/chain5/{n}": chain("/chain5"),
@@ -244,10 +253,16 @@ HOME_LINKS = {
     "links": ["/many", "/odd/deep/links"],
     "robots-huge": ["/early/secret", "/late/secret"],
     "robots-binary": ["/bin-secret"],
-    "http10": ["/close-mid-body", "/close-mid-chunk", "/close-before-headers",
-               "/no-content-type", "/garbage-status"],  # fmt: skip
+    "http10": [
+        "/close-mid-body",
+        "/close-mid-chunk",
+        "/close-before-headers",
+        "/no-content-type",
+        "/garbage-status",
+    ],  # fmt: skip
 }
 CANARIES = ("/canary/0", "/canary/1", "/canary/2")
+UNLINKED = frozenset({"/loop/b"})
 
 
 def robots_txt(role: str) -> Handler:
@@ -292,6 +307,7 @@ def routes_for(role: str) -> dict[str, Handler]:
 def home_links(role: str) -> list[str]:
     """What the home page of ``role`` links to: canaries around the hostile paths."""
     hostile = [p for p in routes_for(role) if "{" not in p and "robots" not in p]
+    hostile = [p for p in hostile if p not in UNLINKED]
     if role == "redirects2":
         hostile = []  # reached by the cross-host redirect only
     return [CANARIES[0], *hostile, *HOME_LINKS.get(role, []), *CANARIES[1:]]
@@ -304,7 +320,9 @@ def make_app(role: str, log: AccessLog) -> web.Application:
         return await handler(request)
 
     async def home(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=page(f"home of {role}", *home_links(role)), content_type="text/html")
+        return web.Response(
+            body=page(f"home of {role}", *home_links(role)), content_type="text/html"
+        )
 
     async def canary(request: web.Request) -> web.StreamResponse:
         return web.Response(body=page("canary"), content_type="text/html")
@@ -345,8 +363,6 @@ def _raw_response(path: str) -> tuple[bytes, bytes] | None:
         return v10, page("home of http10", *home_links("http10"))
     if path.startswith("/canary/"):
         return v10, page("canary")
-    if path == "/robots.txt":
-        return b"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n\r\n", b"none\n"
     if path == "/close-mid-body":
         return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 10000\r\n\r\n", page(
             "cut short"
@@ -358,7 +374,9 @@ def _raw_response(path: str) -> tuple[bytes, bytes] | None:
         return b"HTTP/1.0 200 OK\r\n\r\n", b"  <!DOCTYPE html>" + page("no type", "/canary/sniffed")
     if path == "/garbage-status":
         return b"SSH-2.0-OpenSSH_9.6\r\n", b"\x00\x01garbage"
-    return None  # /close-before-headers and anything unknown
+    if path == "/close-before-headers":
+        return None
+    return b"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n\r\n", b"not found\n"
 
 
 async def _serve_raw(log: AccessLog, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
