@@ -16,12 +16,13 @@ import sqlite3
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
+from trawler.cli_dist import register as register_distributed
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
 
@@ -58,6 +59,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 @app.command()
 def crawl(
+    ctx: typer.Context,
     seeds: Annotated[list[str] | None, typer.Argument(help="Seed URLs.", show_default=False)] = None,
     data: DataOpt = DEFAULT_DATA,
     seeds_file: Annotated[Path | None, typer.Option(help="File with one seed URL a line.")] = None,
@@ -90,17 +92,7 @@ def crawl(
     from trawler.engine import Crawler
     from trawler.store.embedded import EmbeddedBackend
 
-    cli: dict[str, Any] = {
-        "max_depth": max_depth, "max_pages": max_pages, "scope": scope.value if scope else None,
-        "include": include, "exclude": exclude, "delay_s": delay, "max_crawl_delay_s": max_crawl_delay,
-        "user_agent": user_agent, "concurrency": concurrency, "allow_private": allow_private,
-        "timeout_s": timeout, "connect_timeout_s": connect_timeout, "max_bytes": max_bytes,
-        "strip_params": strip_param, "warc_max_bytes": warc_max_bytes,
-        "max_pages_per_host": max_pages_per_host, "max_links_per_page": max_links_per_page,
-        "robots_retry_waits_s": robots_retry_wait, "max_attempts": max_attempts,
-        "sitemaps": sitemaps, "sitemap_depth": sitemap_depth,
-        "near_duplicate_bits": near_duplicate_bits,
-    }  # fmt: skip
+    cli = cli_settings(ctx.params)
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     try:
         backend = EmbeddedBackend(data)
@@ -137,6 +129,27 @@ def crawl(
             f"{state}: {crawler.pages_stored} pages stored, {crawler.errors} errors in this run;"
             f" data in {data}", err=True,
         )  # fmt: skip
+
+
+# CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.
+_CONFIG_PARAMS = {
+    "max_depth": "max_depth", "max_pages": "max_pages", "max_pages_per_host": "max_pages_per_host",
+    "scope": "scope", "include": "include", "exclude": "exclude", "delay": "delay_s",
+    "max_crawl_delay": "max_crawl_delay_s", "user_agent": "user_agent",
+    "concurrency": "concurrency", "allow_private": "allow_private", "timeout": "timeout_s",
+    "connect_timeout": "connect_timeout_s", "max_bytes": "max_bytes", "strip_param": "strip_params",
+    "warc_max_bytes": "warc_max_bytes", "sitemaps": "sitemaps", "sitemap_depth": "sitemap_depth",
+    "near_duplicate_bits": "near_duplicate_bits", "max_attempts": "max_attempts",
+    "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
+}  # fmt: skip
+
+
+def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The crawl options the user gave, as CrawlConfig fields (None = not given)."""
+    settings = {field: params.get(name) for name, field in _CONFIG_PARAMS.items()}
+    if isinstance(settings["scope"], Enum):
+        settings["scope"] = settings["scope"].value
+    return settings
 
 
 def _read_seeds_file(path: Path | None) -> list[str]:
@@ -203,25 +216,38 @@ def export(
     format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", help="Export a distributed job from PostgreSQL.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The distributed job's id.")] = None,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines or CSV."""
+    from trawler.cli_dist import _connected, export_job
     from trawler.export import write_export
     from trawler.store.sqlite import connect
 
-    try:
-        conn = connect(data, readonly=True)
-    except FileNotFoundError as exc:
-        fail(str(exc))
+    if (postgres is None) != (job is None):
+        fail("--postgres and --job go together")
+    conn = None
+    if postgres is None:
+        try:
+            conn = connect(data, readonly=True)
+        except FileNotFoundError as exc:
+            fail(str(exc))
     out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout  # noqa: SIM115
     try:
-        count = write_export(conn, out, format.value, include_noindex)
+        if conn is not None:
+            count = write_export(conn, out, format.value, include_noindex)
+        else:
+            count = _connected(fail, export_job(postgres, job, out, format.value, include_noindex))
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
+    except KeyError:
+        fail(f"no job {job!r} in the database")
     finally:
         if output:
             out.close()
-        conn.close()
+        if conn is not None:
+            conn.close()
     if output:
         typer.echo(f"{count} rows written to {output}", err=True)
 
@@ -230,17 +256,39 @@ def export(
 def stats(
     data: DataOpt = DEFAULT_DATA,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    redis: Annotated[
+        str | None,
+        typer.Option(
+            "--redis", envvar="TRAWLER_REDIS", help="Redis URL (distributed job's frontier)."
+        ),
+    ] = None,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            "--postgres", envvar="TRAWLER_POSTGRES", help="PostgreSQL URL (distributed job)."
+        ),
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option("--job", help="Distributed job id [the newest].")
+    ] = None,
 ) -> None:
     """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
+    from trawler.cli_dist import _connected, job_stats
     from trawler.progress import print_stats
     from trawler.store.sqlite import connect, read_stats
 
-    try:
-        conn = connect(data, readonly=True)
-    except FileNotFoundError as exc:
-        fail(str(exc))
-    numbers = read_stats(conn)
-    conn.close()
+    if postgres is not None:
+        try:
+            numbers = _connected(fail, job_stats(redis, postgres, job))
+        except KeyError as exc:
+            fail(f"no such job: {exc}")
+    else:
+        try:
+            conn = connect(data, readonly=True)
+        except FileNotFoundError as exc:
+            fail(str(exc))
+        numbers = read_stats(conn)
+        conn.close()
     if as_json:
         typer.echo(json.dumps(numbers, indent=2))
     else:
@@ -331,6 +379,9 @@ def testsite(
         run_testsite(hosts, pages, port, access_log, seed)
     except OSError as exc:
         fail(f"cannot listen on port {port}: {exc.strerror or exc}", 1)
+
+
+register_distributed(app, fail, cli_settings, _read_seeds_file)
 
 
 def main() -> None:

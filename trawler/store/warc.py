@@ -220,7 +220,9 @@ class WarcWriter:
         return headers
 
 
-def recover(directory: Path, committed: dict[str, int] | None = None) -> list[str]:
+def recover(
+    directory: Path, committed: dict[str, int] | None = None, prefix: str = ""
+) -> list[str]:
     """Repair and close every ``*.warc.gz.open`` file a crash left in ``directory``.
 
     A file named in ``committed`` (final name → durable size from
@@ -229,7 +231,7 @@ def recover(directory: Path, committed: dict[str, int] | None = None) -> list[st
     empty are removed. Returns the final names of the files handled.
     """
     repaired = []
-    for path in sorted(Path(directory).glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")):
+    for path in sorted(Path(directory).glob(f"{prefix}*{WARC_SUFFIX}{OPEN_SUFFIX}")):
         name = path.name.removesuffix(OPEN_SUFFIX)
         size = path.stat().st_size
         keep = (committed or {}).get(name)

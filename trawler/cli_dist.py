@@ -1,0 +1,146 @@
+"""The distributed commands: submit, worker, workers (and export/stats on PostgreSQL).
+
+They share the crawl options with `trawler crawl`: `submit` parses its extra
+arguments with the crawl command's own parser, so every option means the
+same in both and is declared once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+RedisOpt = Annotated[
+    str, typer.Option("--redis", envvar="TRAWLER_REDIS", help="Redis URL (redis://host:6379/0).")
+]
+PostgresOpt = Annotated[
+    str, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", help="PostgreSQL URL.")
+]
+
+
+def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: Any) -> None:
+    """Add the distributed commands to the `trawler` app."""
+
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def submit(ctx: typer.Context, redis: RedisOpt, postgres: PostgresOpt) -> None:
+        """Create a distributed crawl job: trawler submit URL... --redis … --postgres … [crawl options]."""
+        from trawler.config import ConfigError, build_config
+        from trawler.urls import normalise
+        from trawler.worker import submit_job
+
+        crawl_command = typer.main.get_command(app).commands["crawl"]  # type: ignore[attr-defined]
+        params = crawl_command.make_context("trawler submit", list(ctx.args)).params
+        try:
+            cfg = build_config(cli_settings(params), params.get("config"))
+        except ConfigError as exc:
+            fail(str(exc))
+        cfg.seeds = list(params.get("seeds") or []) + read_seeds_file(params.get("seeds_file"))
+        bad = [seed for seed in cfg.seeds if normalise(seed, ()) is None]
+        if not cfg.seeds or bad:
+            fail(f"not an http(s) URL: {bad[0]!r}" if bad else "no seed URLs given")
+        job_id = _connected(fail, submit_job(redis, postgres, cfg))
+        typer.echo(f"submitted job with {len(cfg.seeds)} seed(s)", err=True)
+        typer.echo(job_id)
+
+    @app.command()
+    def worker(
+        redis: RedisOpt,
+        postgres: PostgresOpt,
+        warc_dir: Annotated[Path, typer.Option(help="Directory for this worker's WARC files.")] = Path("warc"),
+        exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once no job has work left.")] = False,
+        worker_id: Annotated[str | None, typer.Option(help="Name in `trawler workers` [host-pid].")] = None,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    ) -> None:  # fmt: skip
+        """Run a worker: crawl the jobs in Redis/PostgreSQL; start as many as wanted, anywhere."""
+        from trawler.progress import progress_reporter
+        from trawler.store.distributed import default_worker_id
+        from trawler.worker import Worker, WorkerOptions
+
+        options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
+                                exit_when_idle)  # fmt: skip
+        with progress_reporter(quiet) as report:
+            _connected(fail, _run_worker(Worker(options, report)))
+
+    @app.command()
+    def workers(
+        redis: RedisOpt,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    ) -> None:
+        """Live workers: heartbeat age, job, pages done, current host."""
+        from dataclasses import asdict
+
+        from trawler.worker import list_workers
+
+        found = _connected(fail, list_workers(redis))
+        for status in sorted(found, key=lambda w: w.worker_id):
+            if as_json:
+                typer.echo(json.dumps(asdict(status)))
+            else:
+                typer.echo(f"{status.worker_id}  job {status.job_id}  {status.pages_done} pages  "
+                           f"host {status.current_host or '-'}  seen {status.age_s:.1f}s ago")  # fmt: skip
+        if not found and not as_json:
+            typer.echo("no workers")
+
+
+async def _run_worker(worker: Any) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, worker.stop)
+    await worker.run()
+
+
+def _connected(fail: Any, coroutine: Any) -> Any:
+    """Run a coroutine; a server that cannot be reached is a one-line error."""
+    try:
+        return asyncio.run(coroutine)
+    except (ConnectionError, OSError) as exc:
+        fail(f"cannot reach the server: {exc}", 1)
+    except Exception as exc:  # psycopg / redis errors name the server and the cause
+        if type(exc).__module__.split(".")[0] in ("psycopg", "psycopg_pool", "redis"):
+            fail(f"{type(exc).__name__}: {' '.join(str(exc).split())}", 1)
+        raise
+
+
+async def export_job(postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool) -> int:
+    from trawler.export import RowWriter
+    from trawler.store.postgres import PostgresStore
+
+    store = await PostgresStore.connect(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        writer = RowWriter(out, fmt)
+        async for row in store.iter_pages(job_id, include_noindex):
+            writer.write(row)
+        return writer.count
+    finally:
+        await store.close()
+
+
+async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dict:
+    from trawler.store.postgres import PostgresStore
+    from trawler.worker import job_work
+
+    store = await PostgresStore.connect(postgres)
+    try:
+        if job_id is None:
+            jobs = await store.list_jobs()
+            if not jobs:
+                raise KeyError("no jobs")
+            job_id = jobs[0].id
+        config, state = await store.get_job(job_id)
+        stats = await store.read_stats(job_id)
+        stats["job"] = {"id": job_id, "state": state, "seeds": config.seeds}
+        if redis:
+            stats["urls_queued"], stats["urls_leased"] = await job_work(redis, job_id)
+        return stats
+    finally:
+        await store.close()
+
+
+__all__ = ["export_job", "job_stats", "register", "sys"]

@@ -1,0 +1,121 @@
+"""The distributed backend: Redis frontier, PostgreSQL metadata, WARC files per worker.
+
+``commit()`` keeps the crawl's commit point across three systems by ordering,
+not by a distributed transaction (docs/architecture.md):
+
+1. the batch's WARC records are written to this worker's own file and fsynced;
+2. the page rows, counters and attempts go to PostgreSQL in one transaction
+   (``ON CONFLICT (job_id, url) DO NOTHING``: a page is stored at most once);
+3. one Redis script adds the discovered URLs to the seen set and the host
+   queues, and acknowledges the leases of the batch's URLs.
+
+A worker killed between 2 and 3 leaves its leases to expire: the URLs are
+fetched again by some worker and their pages are not stored twice. A kill
+between 1 and 2 leaves WARC records no row points to, which is harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from trawler import __version__
+from trawler.config import CrawlConfig
+from trawler.dedup import ContentDedup
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
+from trawler.politeness import PolitenessPolicy
+from trawler.records import PageRecord
+from trawler.retry import RetryPolicy
+from trawler.store.base import CommitBatch
+from trawler.store.postgres import PostgresStore
+from trawler.store.warc import WarcWriter, recover
+
+
+def default_worker_id() -> str:
+    import os
+
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class DistributedBackend:
+    def __init__(
+        self, store: PostgresStore, redis_url: str, job_id: str, warc_dir: Path, worker_id: str
+    ) -> None:
+        self.store = store
+        self.redis_url = redis_url
+        self.job_id = job_id
+        self.warc_dir = warc_dir
+        self.worker_id = worker_id
+        self.frontier: RedisFrontier | None = None
+        self.warc: WarcWriter | None = None
+        # Near-duplicates are found among the pages this worker stores (a shared
+        # SimHash index across workers is future work; see docs/scaling.md).
+        self.dedup = ContentDedup()
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
+
+    async def open(self, config: CrawlConfig) -> RedisFrontier:
+        retry = RetryPolicy(max_attempts=config.max_attempts)
+        policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
+        options = RedisFrontierOptions(job_id=self.job_id, worker_id=self.worker_id)
+        self.frontier = await RedisFrontier.connect(self.redis_url, policy, options)
+        self.warc_dir.mkdir(parents=True, exist_ok=True)
+        self.dedup = ContentDedup(config.near_duplicate_bits)
+        self.warc = WarcWriter(
+            self.warc_dir, prefix=f"trawler-{self.worker_id}",
+            max_bytes=config.warc_max_bytes, software=f"Trawler/{__version__}",
+        )  # fmt: skip
+        return self.frontier
+
+    async def commit(self, batch: CommitBatch) -> None:
+        assert self.frontier is not None
+        loop = asyncio.get_running_loop()
+        pages = await loop.run_in_executor(self._writer, self._write_warc, batch)
+        counters = dict(batch.counters)
+        for _request, reason in batch.skipped:
+            counters[f"skipped.{reason}"] = counters.get(f"skipped.{reason}", 0) + 1
+        if batch.dead:
+            counters["dead_letter"] = counters.get("dead_letter", 0) + len(batch.dead)
+        await self.store.store_batch(self.job_id, pages, counters, batch.attempts)
+        done = [request for request, _, _ in batch.fetched] + [r for r, _ in batch.skipped]
+        await self.frontier.commit(batch.new_requests, done)
+
+    def _write_warc(self, batch: CommitBatch) -> list[PageRecord]:
+        assert self.warc is not None
+        pages = []
+        for _request, result, page in batch.fetched:
+            self.dedup.check(page)
+            location = self.warc.write(result)
+            if location is not None:
+                page.warc_file, page.warc_offset = location.filename, location.offset
+            pages.append(page)
+        self.warc.flush(fsync=True)
+        return pages
+
+    async def host_url_counts(self) -> dict[str, int]:
+        return {}  # --max-pages-per-host is per worker in distributed mode
+
+    async def close(self) -> None:
+        try:
+            if self.warc is not None:
+                await asyncio.get_running_loop().run_in_executor(self._writer, self.warc.close)
+            if self.frontier is not None:
+                await self.frontier.aclose()
+        finally:
+            self._writer.shutdown()
+
+
+def repair_dead_workers_warc(warc_dir: Path) -> list[str]:
+    """Close WARC files left open by crashed workers of this machine (complete records kept).
+
+    Worker ids default to ``hostname-pid``; a file whose writer's process is gone
+    is repaired, one whose writer still runs (a worker sharing the directory) is not.
+    """
+    repaired: list[str] = []
+    host = socket.gethostname()
+    for path in warc_dir.glob(f"trawler-{host}-*.warc.gz.open"):
+        pid = path.name.removeprefix(f"trawler-{host}-").split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            repaired += recover(warc_dir, prefix=f"trawler-{host}-{pid}-")
+    return repaired

@@ -1,0 +1,142 @@
+"""Distributed mode: submit a job, run workers, list them.
+
+A worker takes any job that still has work in Redis, crawls it with the same
+engine as the embedded mode (only the backend differs), and moves on to the
+next job; with ``exit_when_idle`` it exits once no job has work left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trawler.config import CrawlConfig
+from trawler.engine import Crawler, Progress
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, WorkerStatus, connect_redis
+from trawler.linkfilter import LinkFilter
+from trawler.politeness import PolitenessPolicy
+from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
+from trawler.store.postgres import PostgresStore
+from trawler.urls import Normaliser, Scope, TrapRules
+
+log = logging.getLogger("trawler")
+IDLE_POLL_S = 2.0
+ACTIVE_STATES = ("pending", "running")
+
+
+@dataclass(slots=True)
+class WorkerOptions:
+    redis_url: str
+    postgres_url: str
+    warc_dir: Path
+    worker_id: str
+    exit_when_idle: bool = False
+
+
+async def _frontier(redis_url: str, job_id: str, worker_id: str = "") -> RedisFrontier:
+    options = RedisFrontierOptions(job_id=job_id, worker_id=worker_id, auto_renew=False)
+    return await RedisFrontier.connect(redis_url, PolitenessPolicy(), options)
+
+
+async def submit_job(redis_url: str, postgres_url: str, config: CrawlConfig) -> str:
+    """Create the job in PostgreSQL and put its seeds into the shared frontier."""
+    store = await PostgresStore.connect(postgres_url)
+    try:
+        job_id = await store.create_job(config, state="running")
+        frontier = await _frontier(redis_url, job_id)
+        try:
+            normalise = Normaliser(config.tracking_params)
+            scope = Scope(config.scope, config.seeds)
+            links = LinkFilter(normalise, scope, TrapRules(), config.max_depth, lambda _u: None)
+            seeds = [links.request(u, 0, None) for s in config.seeds if (u := normalise(s))]
+            await frontier.commit(await frontier.filter_new(seeds), [])
+        finally:
+            await frontier.aclose()
+        return job_id
+    finally:
+        await store.close()
+
+
+async def job_work(redis_url: str, job_id: str) -> tuple[int, int]:
+    """(queued, leased) URLs of a job in the shared frontier."""
+    frontier = await _frontier(redis_url, job_id)
+    try:
+        queued, leased, _hosts = await frontier.stats()
+        return queued, leased
+    finally:
+        await frontier.aclose()
+
+
+async def _pick_job(store: PostgresStore, redis_url: str) -> tuple[str, CrawlConfig] | None:
+    """A job with URLs queued or in flight (oldest first); jobs with neither are finished.
+
+    URLs in flight at other workers may still add work, so a worker joins such
+    a job and waits in the frontier rather than leaving as idle.
+    """
+    for job in reversed(await store.list_jobs()):
+        if job.state not in ACTIVE_STATES:
+            continue
+        queued, leased = await job_work(redis_url, job.id)
+        if queued or leased:
+            return job.id, CrawlConfig.model_validate(job.config)
+        await store.set_job_state(job.id, "finished")
+    return None
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions, on_progress: Callable[[Progress], None] | None):
+        self.options = options
+        self.on_progress = on_progress
+        self.crawler: Crawler | None = None
+        self.stopping = False
+        self.pages_done = 0
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.crawler is not None:
+            self.crawler.stop()
+
+    async def run(self) -> None:
+        options = self.options
+        options.warc_dir.mkdir(parents=True, exist_ok=True)
+        for name in repair_dead_workers_warc(options.warc_dir):
+            log.info("repaired WARC file left by a crashed worker: %s", name)
+        store = await PostgresStore.connect(options.postgres_url)
+        try:
+            while not self.stopping:
+                picked = await _pick_job(store, options.redis_url)
+                if picked is None:
+                    if options.exit_when_idle:
+                        return
+                    await asyncio.sleep(IDLE_POLL_S)
+                    continue
+                await self._crawl(store, *picked)
+        finally:
+            await store.close()
+
+    async def _crawl(self, store: PostgresStore, job_id: str, config: CrawlConfig) -> None:
+        log.info("worker %s: crawling job %s", self.options.worker_id, job_id)
+        backend = DistributedBackend(
+            store, self.options.redis_url, job_id, self.options.warc_dir, self.options.worker_id
+        )
+        self.crawler = Crawler(config, backend, on_progress=self.on_progress)
+        stored = (await store.read_stats(job_id))["pages_stored"]
+        complete = await self.crawler.run(stored)
+        self.pages_done += self.crawler.pages_stored - stored
+        self.crawler = None
+        if complete:
+            await store.set_job_state(job_id, "finished")
+
+
+async def list_workers(redis_url: str) -> list[WorkerStatus]:
+    frontier = await _frontier(redis_url, "-")
+    try:
+        return await frontier.list_workers()
+    finally:
+        await frontier.aclose()
+
+
+__all__ = ["Worker", "WorkerOptions", "connect_redis", "list_workers", "submit_job"]
