@@ -55,6 +55,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         warc_dir: Annotated[Path, typer.Option(help="Directory for this worker's WARC files.")] = Path("warc"),
         exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once no job has work left.")] = False,
         worker_id: Annotated[str | None, typer.Option(help="Name in `trawler workers` [host-pid].")] = None,
+        lease_timeout: Annotated[float, typer.Option(min=1, help="Seconds before a dead worker's URLs are handed out again.")] = 60.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ) -> None:  # fmt: skip
         """Run a worker: crawl the jobs in Redis/PostgreSQL; start as many as wanted, anywhere."""
@@ -63,7 +64,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         from trawler.worker import Worker, WorkerOptions
 
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
-                                exit_when_idle)  # fmt: skip
+                                exit_when_idle, lease_timeout)  # fmt: skip
         with progress_reporter(quiet) as report:
             _connected(fail, _run_worker(Worker(options, report)))
 

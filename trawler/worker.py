@@ -8,6 +8,7 @@ next job; with ``exit_when_idle`` it exits once no job has work left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class WorkerOptions:
     warc_dir: Path
     worker_id: str
     exit_when_idle: bool = False
+    lease_timeout_s: float = 60.0  # a killed worker's URLs go back to the queue after this
 
 
 async def _frontier(redis_url: str, job_id: str, worker_id: str = "") -> RedisFrontier:
@@ -99,6 +101,13 @@ class Worker:
         if self.crawler is not None:
             self.crawler.stop()
 
+    async def _heartbeat(self, backend: DistributedBackend, crawler: Crawler, base: int) -> None:
+        """Tell `trawler workers` this worker is alive, every second."""
+        while True:
+            with contextlib.suppress(Exception):  # a Redis restart must not stop the beat
+                await _beat(backend, self, crawler, base)
+            await asyncio.sleep(HEARTBEAT_S)
+
     async def run(self) -> None:
         options = self.options
         options.warc_dir.mkdir(parents=True, exist_ok=True)
@@ -119,16 +128,32 @@ class Worker:
 
     async def _crawl(self, store: PostgresStore, job_id: str, config: CrawlConfig) -> None:
         log.info("worker %s: crawling job %s", self.options.worker_id, job_id)
+        options = self.options
         backend = DistributedBackend(
-            store, self.options.redis_url, job_id, self.options.warc_dir, self.options.worker_id
-        )
-        self.crawler = Crawler(config, backend, on_progress=self.on_progress)
+            store, options.redis_url, job_id, options.warc_dir, options.worker_id,
+            options.lease_timeout_s,
+        )  # fmt: skip
+        self.crawler = crawler = Crawler(config, backend, on_progress=self.on_progress)
         stored = (await store.read_stats(job_id))["pages_stored"]
-        complete = await self.crawler.run(stored)
-        self.pages_done += self.crawler.pages_stored - stored
+        beating = asyncio.create_task(self._heartbeat(backend, crawler, stored))
+        try:
+            complete = await crawler.run(stored)
+        finally:
+            beating.cancel()
+        self.pages_done += crawler.pages_stored - stored
         self.crawler = None
         if complete:
             await store.set_job_state(job_id, "finished")
+
+
+HEARTBEAT_S = 1.0
+
+
+async def _beat(backend: DistributedBackend, worker: Worker, crawler: Crawler, base: int) -> None:
+    frontier = backend.frontier
+    if frontier is not None:
+        done = worker.pages_done + crawler.pages_stored - base
+        await frontier.heartbeat(worker.options.worker_id, done, frontier.current_host)
 
 
 async def list_workers(redis_url: str) -> list[WorkerStatus]:

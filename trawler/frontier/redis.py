@@ -276,6 +276,11 @@ class RedisFrontier:
         return self._stats[2]
 
     # -- leases, heartbeats, stats -----------------------------------------------
+    @property
+    def current_host(self) -> str | None:
+        """A host this worker holds right now (for `trawler workers`)."""
+        return next(iter(self._held), None)
+
     async def renew_leases(self) -> None:
         """Push back the expiry of this worker's URL leases and host holds."""
         if not self._inflight and not self._held:

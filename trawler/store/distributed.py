@@ -41,8 +41,15 @@ def default_worker_id() -> str:
 
 class DistributedBackend:
     def __init__(
-        self, store: PostgresStore, redis_url: str, job_id: str, warc_dir: Path, worker_id: str
+        self,
+        store: PostgresStore,
+        redis_url: str,
+        job_id: str,
+        warc_dir: Path,
+        worker_id: str,
+        lease_timeout_s: float = 60.0,
     ) -> None:
+        self.lease_timeout_s = lease_timeout_s
         self.store = store
         self.redis_url = redis_url
         self.job_id = job_id
@@ -58,7 +65,9 @@ class DistributedBackend:
     async def open(self, config: CrawlConfig) -> RedisFrontier:
         retry = RetryPolicy(max_attempts=config.max_attempts)
         policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
-        options = RedisFrontierOptions(job_id=self.job_id, worker_id=self.worker_id)
+        options = RedisFrontierOptions(
+            job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s
+        )
         self.frontier = await RedisFrontier.connect(self.redis_url, policy, options)
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         self.dedup = ContentDedup(config.near_duplicate_bits)

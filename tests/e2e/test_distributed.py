@@ -1,0 +1,106 @@
+"""Distributed mode end to end: several worker processes, one Redis, one PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.e2e.conftest import Served, start_testsite
+from tests.e2e.test_crawl import CLOCK_SLACK_S, min_interval_by_host, page_requests, url_of
+from tests.servers import start_redis
+
+TRAWLER = [sys.executable, "-m", "trawler"]
+
+
+def submit(served: Served, redis: str, postgres: str, *args: str) -> str:
+    out = subprocess.run(
+        [*TRAWLER, "submit", *served.seeds, "--redis", redis, "--postgres", postgres,
+         "--allow-private", "--scope", "any", "--no-sitemaps", *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def start_worker(tmp: Path, redis: str, postgres: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*TRAWLER, "worker", "--redis", redis, "--postgres", postgres, "--warc-dir",
+         str(tmp / "warc"), "--exit-when-idle", "-q", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def exported(postgres: str, job: str) -> list[dict]:
+    out = subprocess.run([*TRAWLER, "export", "--postgres", postgres, "--job", job,
+                          "--include-noindex"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def assert_complete_once(served: Served, postgres: str, job: str) -> None:
+    urls = [row["url"] for row in exported(postgres, job)]
+    assert len(urls) == len(set(urls)), "a page was stored twice"
+    assert set(urls) == set(served.site.reachable(served.seeds, None, "any"))
+
+
+def wait_all(workers: list[subprocess.Popen[str]], timeout: float = 120) -> None:
+    for worker in workers:
+        code = worker.wait(timeout)
+        assert code in (0, -signal.SIGKILL), worker.stderr.read() if worker.stderr else ""
+
+
+def test_three_workers_share_one_crawl_politely(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    served = start_testsite(tmp_path, hosts=4, pages=15)
+    try:
+        job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.3")
+        workers = [start_worker(tmp_path, redis_url, fresh_postgres_url) for _ in range(3)]
+        time.sleep(1.5)
+        listed = subprocess.run([*TRAWLER, "workers", "--redis", redis_url, "--json"],
+                                capture_output=True, text=True).stdout  # fmt: skip
+        wait_all(workers)
+    finally:
+        served.process.terminate()
+    assert_complete_once(served, fresh_postgres_url, job)
+    fetched = [url_of(e) for e in page_requests(served)]
+    assert len(fetched) == len(set(fetched))
+    gaps = min_interval_by_host(served.log())
+    assert min(gaps.values()) >= 0.3 - CLOCK_SLACK_S, gaps  # across all three workers
+    assert len({json.loads(line)["worker_id"] for line in listed.splitlines()}) >= 3
+    assert len(list((tmp_path / "warc").glob("*.warc.gz"))) >= 2  # a WARC file per worker
+
+
+def test_worker_killed_with_9_loses_nothing(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    served = start_testsite(tmp_path, hosts=4, pages=25)
+    try:
+        job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.1")
+        workers = [start_worker(tmp_path, redis_url, fresh_postgres_url, "--lease-timeout", "2")
+                   for _ in range(3)]  # fmt: skip
+        time.sleep(2.5)
+        workers[0].send_signal(signal.SIGKILL)
+        wait_all(workers)
+    finally:
+        served.process.terminate()
+    assert_complete_once(served, fresh_postgres_url, job)
+
+
+def test_redis_restart_mid_crawl(tmp_path: Path, fresh_postgres_url: str) -> None:
+    redis = start_redis(tmp_path / "redis")
+    served = start_testsite(tmp_path, hosts=3, pages=25)
+    try:
+        job = submit(served, redis.url, fresh_postgres_url, "--delay", "0.1")
+        workers = [start_worker(tmp_path, redis.url, fresh_postgres_url) for _ in range(2)]
+        time.sleep(2.5)
+        redis.restart()  # graceful: the AOF is written, then read back
+        wait_all(workers)
+    finally:
+        served.process.terminate()
+        redis.stop()
+    assert_complete_once(served, fresh_postgres_url, job)
