@@ -35,8 +35,8 @@ def start_worker(tmp: Path, redis: str, postgres: str, *args: str) -> subprocess
 
 
 def exported(postgres: str, job: str) -> list[dict]:
-    out = subprocess.run([*TRAWLER, "export", "--postgres", postgres, "--job", job,
-                          "--include-noindex"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    command = [*TRAWLER, "export", "--postgres", postgres, "--job", job, "--include-noindex"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
 
