@@ -59,6 +59,8 @@ class CrawlConfig(BaseModel):
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
     near_duplicate_bits: int = Field(default=3, ge=0, le=16)  # SimHash Hamming distance
+    # Processes that parse pages next to the crawl loop; None = one per spare core.
+    parse_processes: int | None = Field(default=None, ge=0, le=64)
     sitemaps: bool = True  # read robots.txt Sitemap: lines and /sitemap.xml of seed hosts
     sitemap_depth: int = Field(default=1, ge=0)  # the depth sitemap URLs enter the frontier at
     # Fetch attempts per URL for connect errors, timeouts, 5xx, 429 and 503.

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 
+from trawler.analysis import AnalysisPool, default_processes
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
-from trawler.outcome import REDIRECT_ELSEWHERE, page_outcome
+from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robots import user_agent_token
@@ -82,6 +83,10 @@ class Crawler:
         self.retry = RetryPolicy(max_attempts=config.max_attempts)
         self._rng = random.Random()  # retry jitter
         self.fetcher = Fetcher(config)
+        processes = config.parse_processes
+        if processes is None:
+            processes = default_processes()
+        self.analysis = AnalysisPool(config, processes)
         self._robots: dict[str, RobotsEntry] = {}
         self._seed_hosts: set[str] = set()
         self._batch = CommitBatch()
@@ -116,6 +121,7 @@ class Crawler:
             if reporter:
                 reporter.cancel()
             await self.fetcher.close()
+            self.analysis.close()
             await self._close_backend()
         if self._fatal is not None:
             raise self._fatal
@@ -230,8 +236,10 @@ class Crawler:
         await self._record(request, result)
 
     async def _record(self, request: CrawlRequest, result: FetchResult) -> None:
-        outcome = page_outcome(request, result, self.config, self.agent_token)
-        discovered = self.links.requests_for(outcome.links, request.url, request.depth + 1)
+        analysis = await self.analysis.analyse(request, result)
+        outcome = analysis.outcome
+        self.links.rejected.update(analysis.rejected)
+        discovered = self.links.robots_checked(analysis.requests)
         if request.kind == "sitemap" and outcome.page.error == "not_html":
             outcome.page.error = None  # a sitemap is not HTML by nature
             found, outcome.page.links_count = sitemap_outcome(

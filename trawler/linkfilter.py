@@ -69,6 +69,16 @@ class LinkFilter:
             out.append(self.request(url, depth, parent_url))
         return out
 
+    def robots_checked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+        """Drop requests a cached robots.txt disallows (the rest is checked at fetch time)."""
+        kept = []
+        for request in requests:
+            if self.robots_allows(request.url) is False:
+                self.rejected["robots"] += 1
+            else:
+                kept.append(request)
+        return kept
+
     def reject_reason(self, url: str) -> str | None:
         """Why a normalised URL is not to be crawled, or None."""
         if not self.scope.allows(url):

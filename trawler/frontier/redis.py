@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -63,7 +64,7 @@ class RedisFrontierOptions:
     lease_timeout_s: float = 60.0
     max_wait_s: float = 0.5  # longest sleep in next(), so new work is noticed
     busy_retry_s: float = 0.2  # look again at a host another job is holding
-    auto_renew: bool = True  # renew leases and send heartbeats in the background
+    auto_renew: bool = True  # renew leases, refresh stats and clock in the background
     prefix: str = "trawler"
 
 
@@ -85,6 +86,9 @@ def connect_redis(url: str) -> Redis:
 
 
 class RedisFrontier:
+    """One worker's view of a job's shared frontier (the Frontier protocol, plus
+    ``commit`` for the distributed backend and leases/heartbeats for workers)."""
+
     def __init__(self, client: Redis, policy: PolitenessPolicy, options: RedisFrontierOptions):
         self.redis = client
         self.policy = policy
@@ -95,30 +99,17 @@ class RedisFrontier:
         self._jp = f"{options.prefix}:{{{options.job_id}}}:"
         self._hp = f"{options.prefix}:host:"
         self._workers_key = f"{options.prefix}:workers"
-        self._scripts = {
-            name: client.register_script(getattr(lua, name))
-            for name in (
-                "NEXT",
-                "ACQUIRE",
-                "FINISH",
-                "HAND_BACK",
-                "RETRY_LATER",
-                "COMMIT",
-                "RENEW",
-                "SEEN",
-            )
-        }
+        self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
         self._crawl_delay_dirty: set[str] = set()
         self._inflight: dict[int, str] = {}  # fp -> payload of URLs leased to this worker
         self._offset_s = 0.0  # Redis time - local monotonic time
         self._synced_at = -math.inf
         self._stats = (0, 0, 0)  # queued, leased, active hosts
-        self._acked = 0
         self._closed = False
         self._wake = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[int]] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def connect(
@@ -159,10 +150,9 @@ class RedisFrontier:
         for r in new_requests:
             args += [_fp8(r.fp), r.host, r.depth, _payload(r)]
         for r in done:
-            args += [str(r.fp), r.host, self._inflight.pop(r.fp, None) or _payload(r)]
+            args += [str(r.fp), r.host, self._inflight.pop(r.fp, "") or _payload(r)]
         if await self._run("COMMIT", args):
             self._wake.set()
-        self._acked += len(done)
         if done:
             self._wake.set()
 
@@ -202,15 +192,15 @@ class RedisFrontier:
         until it is due it counts as work in progress.
         """
         self._inflight.pop(request.fp, None)
-        args = [self.worker_id, str(request.fp), _payload(request), _ms(delay_s)]
-        await self._run("RETRY_LATER", args)
+        args: list[str | bytes | int] = [self.worker_id, str(request.fp), _payload(request)]
+        await self._run("RETRY_LATER", [*args, _ms(delay_s)])
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
         if slot is None:
             return
         health = slot.health
-        args = [self.worker_id, host, self._to_redis(slot.next_allowed_at)]
+        args: list[str | bytes | int] = [self.worker_id, host, self._to_redis(slot.next_allowed_at)]
         args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
         args += [health.consecutive_failures, self._to_redis(health.paused_until)]
         await self._run("FINISH", args)
@@ -233,12 +223,13 @@ class RedisFrontier:
             self.policy.set_crawl_delay(slot, crawl_delay_s)
             self._crawl_delay_dirty.add(host)
             return
-        value = "" if crawl_delay_s is None else repr(crawl_delay_s)
-        task = asyncio.get_running_loop().create_task(
-            self.redis.hset(self._hp + host, "crawl_delay", value)
-        )
+        task = asyncio.get_running_loop().create_task(self._store_crawl_delay(host, crawl_delay_s))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _store_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
+        value = "" if crawl_delay_s is None else repr(crawl_delay_s)
+        await self.redis.hset(self._hp + host, "crawl_delay", value)
 
     async def wait_host_ready(self, host: str) -> None:
         slot = self._held.get(host)
@@ -254,8 +245,8 @@ class RedisFrontier:
         if slot is not None:
             slot.next_allowed_at = max(slot.next_allowed_at, time.monotonic() + delay_s)
         payload = self._inflight.pop(request.fp, None) or _payload(request)
-        args = [self.worker_id, str(request.fp), payload, request.host, request.depth]
-        await self._run("HAND_BACK", [*args, _ms(delay_s)])
+        args: list[str | bytes | int] = [self.worker_id, str(request.fp), payload, request.host]
+        await self._run("HAND_BACK", [*args, request.depth, _ms(delay_s)])
         self._wake.set()
 
     def close(self) -> None:
@@ -304,11 +295,11 @@ class RedisFrontier:
         for worker_id, raw in (await self.redis.hgetall(self._workers_key)).items():
             beat = json.loads(raw)
             age_s = now_s - beat["last_seen_ms"] / 1000
-            workers.append(
-                WorkerStatus(
-                    worker_id.decode(), beat["job"], beat["pages_done"], beat["current_host"], age_s
-                )
+            name = worker_id.decode() if isinstance(worker_id, bytes) else worker_id
+            status = WorkerStatus(
+                name, beat["job"], beat["pages_done"], beat["current_host"], age_s
             )
+            workers.append(status)
         return sorted(workers, key=lambda w: w.worker_id)
 
     async def stats(self) -> tuple[int, int, int]:
@@ -317,7 +308,7 @@ class RedisFrontier:
         return self._stats
 
     # -- internals ---------------------------------------------------------------
-    async def _run(self, name: str, args):  # type: ignore[no-untyped-def]
+    async def _run(self, name: str, args: Sequence[str | bytes | int]) -> Any:
         script = self._scripts[name]
         if name == "SEEN":
             return await script(args=[self._jp, *args])
@@ -367,12 +358,14 @@ class RedisFrontier:
 
     async def _refresh_stats(self) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._jp + "queued").zcard(self._jp + "lease_exp").zcard(self._jp + "held")
+            pipe.get(self._jp + "queued")
+            pipe.zcard(self._jp + "lease_exp")
+            pipe.zcard(self._jp + "held")
             queued, leased, held = await pipe.execute()
         self._stats = (int(queued or 0), leased, held)
 
     async def _keep_alive(self) -> None:
-        """Renew leases well before they expire, send heartbeats, refresh stats and clock."""
+        """Renew leases well before they expire; refresh stats and the clock offset."""
         renew_every_s = self.options.lease_timeout_s / 3
         last_renew = time.monotonic()
         while True:
@@ -381,8 +374,6 @@ class RedisFrontier:
                 now = time.monotonic()
                 if now - last_renew >= renew_every_s:
                     await self.renew_leases()
-                    current = next(iter(self._held), None)
-                    await self.heartbeat(self.worker_id, self._acked, current)
                     last_renew = now
                 if now - self._synced_at >= CLOCK_SYNC_S:
                     await self._sync_clock()

@@ -270,3 +270,14 @@ for i = 2, #ARGV do
 end
 return out
 """
+
+SCRIPTS = {
+    "NEXT": NEXT,
+    "ACQUIRE": ACQUIRE,
+    "FINISH": FINISH,
+    "HAND_BACK": HAND_BACK,
+    "RETRY_LATER": RETRY_LATER,
+    "COMMIT": COMMIT,
+    "RENEW": RENEW,
+    "SEEN": SEEN,
+}

@@ -1,0 +1,382 @@
+"""One frontier contract, run against the embedded (SQLite) and the distributed
+(Redis) frontier; the Redis suite adds what only a shared frontier has: many
+workers, lease expiry, a Redis restart.
+
+The embedded frontier runs on a real SQLite file, the Redis one on a private
+redis-server per test (tests/servers.py: free loopback port, AOF on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.servers import RedisServer, ServerUnavailable, start_redis
+from trawler.dedup import url_fingerprint
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
+from trawler.frontier.sqlite import SqliteFrontier
+from trawler.politeness import PolitenessPolicy
+from trawler.records import CrawlRequest
+from trawler.store.sqlite import connect
+from trawler.urls import host_key
+
+pytestmark = pytest.mark.timeout(60)
+
+TOLERANCE_S = 0.005  # clock-offset estimate and millisecond rounding
+
+
+def req(url: str, depth: int = 0) -> CrawlRequest:
+    return CrawlRequest(url, depth, None, host_key(url), url_fingerprint(url))
+
+
+# -- the test-facing operations, the same for both backends --------------------------
+class Harness:
+    """A frontier plus the commit path its backend uses (schedule new URLs, ack)."""
+
+    frontier: SqliteFrontier | RedisFrontier
+
+    async def commit(self, new: Sequence[CrawlRequest], done: Sequence[CrawlRequest]) -> None:
+        raise NotImplementedError
+
+    async def add(self, requests: Sequence[CrawlRequest]) -> int:
+        """Discover URLs the way the engine does: filter_new, then commit."""
+        fresh = await self.frontier.filter_new(requests)
+        await self.commit(fresh, [])
+        return len(fresh)
+
+    async def take(self, sent: bool = True) -> CrawlRequest:
+        """next() + a request sent + finish_host, not yet acknowledged."""
+        request = await asyncio.wait_for(self.frontier.next(), 10)
+        assert request is not None
+        if sent:
+            self.frontier.record_sent(request.host, time.monotonic())
+        await self.frontier.finish_host(request.host)
+        return request
+
+    async def drain(self) -> list[CrawlRequest]:
+        """Take and acknowledge URLs one at a time until next() says the crawl is done."""
+        out = []
+        while (request := await asyncio.wait_for(self.frontier.next(), 10)) is not None:
+            self.frontier.record_sent(request.host, time.monotonic())
+            await self.frontier.finish_host(request.host)
+            await self.commit([], [request])
+            out.append(request)
+        return out
+
+
+class SqliteHarness(Harness):
+    def __init__(self, data_dir: Path, delay_s: float) -> None:
+        self.conn = connect(data_dir)
+        self.frontier = SqliteFrontier(PolitenessPolicy(delay_s))
+        self.frontier.load(self.conn)
+
+    async def commit(self, new: Sequence[CrawlRequest], done: Sequence[CrawlRequest]) -> None:
+        with self.conn:  # what EmbeddedBackend._commit does, minus pages and WARC
+            self.frontier.persist_new(self.conn, new)
+            self.frontier.persist_done(self.conn, [(r, False) for r in done], [])
+        self.frontier.enqueue(new)
+        self.frontier.ack(len(done))
+
+
+class RedisHarness(Harness):
+    def __init__(self, frontier: RedisFrontier) -> None:
+        self.frontier = frontier
+
+    async def commit(self, new: Sequence[CrawlRequest], done: Sequence[CrawlRequest]) -> None:
+        await self.frontier.commit(list(new), list(done))
+
+
+# -- the contract ------------------------------------------------------------------
+class FrontierContract:
+    @pytest.fixture
+    async def make(self):  # type: ignore[no-untyped-def]
+        """make(delay_s=0.0) -> Harness"""
+        raise NotImplementedError
+
+    async def test_depth_order_within_a_host(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/d2", 2), req("http://a.test/d0", 0)])
+        await h.add([req("http://a.test/d1", 1), req("http://a.test/d0b", 0)])
+        urls = [r.url.removeprefix("http://a.test/") for r in await h.drain()]
+        assert urls == ["d0", "d0b", "d1", "d2"]
+
+    async def test_busy_host_gives_another_host(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/1"), req("http://a.test/2"), req("http://b.test/1")])
+        first = await h.frontier.next()
+        second = await h.frontier.next()
+        assert first is not None and second is not None
+        assert {first.host, second.host} == {"a.test", "b.test"}
+
+    @pytest.mark.parametrize("delay_s", [0.2, 0.0])
+    async def test_host_waits_its_interval_after_finish(self, make, delay_s: float) -> None:
+        # delay 0 shows the gap check can fail
+        h = await make(delay_s=delay_s)
+        await h.add([req("http://a.test/1"), req("http://a.test/2")])
+        first = await h.frontier.next()
+        assert first is not None
+        sent_at = time.monotonic()
+        h.frontier.record_sent(first.host, sent_at)
+        await h.frontier.finish_host(first.host)
+        second = await h.frontier.next()
+        gap_s = time.monotonic() - sent_at
+        assert second is not None and second.host == first.host
+        assert (gap_s >= 0.2 - TOLERANCE_S) == (delay_s == 0.2), gap_s
+
+    async def test_crawl_delay_lengthens_the_interval(self, make) -> None:
+        h = await make(delay_s=0.0)
+        await h.add([req("http://a.test/1"), req("http://a.test/2")])
+        first = await h.frontier.next()
+        sent_at = time.monotonic()
+        h.frontier.record_sent(first.host, sent_at)
+        h.frontier.set_crawl_delay(first.host, 0.3)
+        await h.frontier.finish_host(first.host)
+        await h.frontier.next()
+        assert time.monotonic() - sent_at >= 0.3 - TOLERANCE_S
+
+    async def test_seen_urls_are_filtered_and_handed_out_once(self, make) -> None:
+        h = await make()
+        u, v = req("http://a.test/u"), req("http://b.test/v")
+        assert [r.url for r in await h.frontier.filter_new([u, u, v])] == [u.url, v.url]
+        await h.commit([u, v], [])
+        assert await h.frontier.filter_new([u, v, req("http://a.test/u")]) == []
+        assert await h.add([u, req("http://a.test/w")]) == 1
+        assert sorted(r.url for r in await h.drain()) == [u.url, "http://a.test/w", v.url]
+
+    async def test_hand_back_returns_the_url(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/1", 1), req("http://a.test/0", 0)])
+        first = await h.frontier.next()
+        await h.frontier.hand_back(first)
+        await h.frontier.finish_host(first.host)
+        assert [r.url for r in await h.drain()] == ["http://a.test/0", "http://a.test/1"]
+
+    async def test_hand_back_delay_holds_the_host(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/1")])
+        first = await h.frontier.next()
+        started = time.monotonic()
+        await h.frontier.hand_back(first, 0.3)
+        await h.frontier.finish_host(first.host)
+        again = await h.frontier.next()
+        assert again is not None and again.url == first.url
+        assert time.monotonic() - started >= 0.3 - TOLERANCE_S
+
+    async def test_retry_later_queues_the_url_again(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/1")])
+        first = await h.frontier.next()
+        started = time.monotonic()
+        first.attempts += 1  # as the engine does
+        await h.frontier.retry_later(first, 0.3)
+        await h.frontier.finish_host(first.host)
+        again = await asyncio.wait_for(h.frontier.next(), 5)  # not None: the URL is pending
+        assert again is not None and (again.url, again.attempts) == (first.url, 1)
+        assert time.monotonic() - started >= 0.3 - TOLERANCE_S
+
+    async def test_next_is_none_only_when_nothing_is_queued_or_leased(self, make) -> None:
+        h = await make()
+        assert await h.frontier.next() is None
+        await h.add([req("http://a.test/1")])
+        request = await h.take()
+        with pytest.raises(TimeoutError):  # leased, not acknowledged: the crawl goes on
+            await asyncio.wait_for(h.frontier.next(), 0.3)
+        await h.commit([], [request])
+        assert await asyncio.wait_for(h.frontier.next(), 2) is None
+
+    async def test_close_stops_a_waiting_next(self, make) -> None:
+        h = await make()
+        await h.add([req("http://a.test/1")])
+        await h.take()
+        waiting = asyncio.create_task(h.frontier.next())
+        await asyncio.sleep(0.05)
+        h.frontier.close()
+        assert await asyncio.wait_for(waiting, 2) is None
+
+    async def test_acquire_host_waits_for_the_holder(self, make) -> None:
+        h = await make(delay_s=0.0)
+        await h.add([req("http://a.test/1")])
+        held = await h.frontier.next()
+        acquire = asyncio.create_task(h.frontier.acquire_host(held.host))
+        await asyncio.sleep(0.2)
+        assert not acquire.done()
+        await h.frontier.finish_host(held.host)
+        await asyncio.wait_for(acquire, 2)
+        await h.frontier.finish_host(held.host)
+
+
+class TestSqliteFrontier(FrontierContract):
+    @pytest.fixture
+    async def make(self, tmp_path: Path) -> AsyncIterator:
+        harnesses: list[SqliteHarness] = []
+
+        async def make(delay_s: float = 0.0) -> SqliteHarness:
+            harnesses.append(SqliteHarness(tmp_path, delay_s))
+            return harnesses[-1]
+
+        yield make
+        for h in harnesses:
+            h.conn.close()
+
+
+# -- a real redis-server -----------------------------------------------------------
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server (AOF on): tests restart it and read its command stats."""
+    try:
+        server = start_redis(tmp_path / "redis")
+    except ServerUnavailable as exc:
+        pytest.skip(f"redis-server unavailable: {exc}")
+    yield server
+    server.kill()
+
+
+class TestRedisFrontier(FrontierContract):
+    @pytest.fixture
+    async def make(self, own_redis: RedisServer) -> AsyncIterator:
+        frontiers: list[RedisFrontier] = []
+
+        async def make(delay_s: float = 0.0, **options) -> RedisHarness:
+            options = {"job_id": "job1", "worker_id": f"w{len(frontiers)}", **options}
+            frontier = await RedisFrontier.connect(
+                own_redis.url, PolitenessPolicy(delay_s), RedisFrontierOptions(**options)
+            )
+            frontiers.append(frontier)
+            return RedisHarness(frontier)
+
+        yield make
+        for frontier in frontiers:
+            await frontier.aclose()
+
+    async def test_commit_is_idempotent(self, make) -> None:
+        h = await make()
+        u = req("http://a.test/u")
+        await h.commit([u, u], [])
+        await h.commit([u], [])
+        assert [r.url for r in await h.drain()] == [u.url]
+        await h.commit([u], [])  # a retried commit after the URL was done
+        assert await h.frontier.next() is None
+
+    async def test_two_workers_share_hosts_politely(self, make) -> None:
+        delay_s = 0.03
+        workers = [await make(delay_s=delay_s), await make(delay_s=delay_s)]
+        seeds = [req(f"http://h{i}.test/{j}") for i in range(4) for j in range(8)]
+        await workers[0].add(seeds)
+        in_flight: dict[str, str] = {}
+        sent_at: dict[str, list[float]] = {}
+        handed: Counter[str] = Counter()
+        by_worker: Counter[str] = Counter()
+
+        async def task(h: Harness, name: str) -> None:
+            while (r := await h.frontier.next()) is not None:
+                assert r.host not in in_flight, f"{r.host} held by {in_flight.get(r.host)}"
+                in_flight[r.host] = name
+                handed[r.url] += 1
+                by_worker[name[:2]] += 1
+                await h.frontier.wait_host_ready(r.host)
+                now = time.monotonic()
+                sent_at.setdefault(r.host, []).append(now)
+                h.frontier.record_sent(r.host, now)
+                await asyncio.sleep(0.005)
+                del in_flight[r.host]
+                await h.frontier.finish_host(r.host)
+                children = [req(r.url + "/c", 1)] if r.depth == 0 else []
+                await h.commit(await h.frontier.filter_new(children), [r])
+
+        tasks = [task(h, f"w{i}t{t}") for i, h in enumerate(workers) for t in range(3)]
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        assert len(handed) == 64 and set(handed.values()) == {1}
+        assert min(by_worker["w0"], by_worker["w1"]) >= 10, by_worker
+        for times in sent_at.values():
+            gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+            assert min(gaps) >= delay_s - TOLERANCE_S
+
+    async def test_expired_lease_goes_to_another_worker(self, make) -> None:
+        dead = await make(lease_timeout_s=1.0, auto_renew=False)
+        alive = await make(lease_timeout_s=1.0)
+        await dead.add([req("http://a.test/1")])
+        lost = await dead.frontier.next()  # then the worker is killed -9
+        started = time.monotonic()
+        again = await asyncio.wait_for(alive.frontier.next(), 5)
+        assert again is not None and again.url == lost.url
+        assert time.monotonic() - started >= 1.0 - 0.1
+        await alive.frontier.finish_host(again.host)
+        await alive.commit([], [again])
+        assert await alive.frontier.next() is None
+
+    async def test_renewed_lease_is_kept(self, make) -> None:
+        holder = await make(lease_timeout_s=1.0)  # renews every 1/3 s
+        other = await make(lease_timeout_s=1.0)
+        await holder.add([req("http://a.test/1"), req("http://a.test/2")])
+        await holder.frontier.next()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(other.frontier.next(), 2.5)
+
+    async def test_host_politeness_is_shared_across_jobs(self, make) -> None:
+        one = await make(delay_s=0.3, job_id="one")
+        two = await make(delay_s=0.3, job_id="two")
+        await one.add([req("http://a.test/1")])
+        await two.add([req("http://a.test/2")])
+        first = await one.frontier.next()
+        waiting = asyncio.create_task(two.frontier.next())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # the host is busy in job one
+        sent_at = time.monotonic()
+        one.frontier.record_sent(first.host, sent_at)
+        await one.frontier.finish_host(first.host)
+        assert (await asyncio.wait_for(waiting, 5)).url == "http://a.test/2"
+        assert time.monotonic() - sent_at >= 0.3 - TOLERANCE_S
+
+    async def test_survives_a_redis_restart(self, make, own_redis: RedisServer) -> None:
+        h = await make()
+        urls = [req(f"http://h{i % 3}.test/{i}") for i in range(30)]
+        await h.add(urls)
+        done = [await h.take() for _ in range(5)]
+        await h.commit([], done)
+        in_flight = await h.take()
+        await h.frontier.redis.config_set("appendfsync", "always")  # kill -9 loses nothing
+        own_redis.restart(kill=True)
+        await h.commit([], [in_flight])
+        rest = await h.drain()
+        handed = Counter(r.url for r in [*done, in_flight, *rest])
+        assert len(handed) == 30 and set(handed.values()) == {1}
+
+    async def test_heartbeats_list_workers(self, make) -> None:
+        h = await make(worker_id="alpha")
+        await h.frontier.heartbeat("alpha", 12, "a.test")
+        [worker] = await h.frontier.list_workers()
+        assert (worker.worker_id, worker.job_id, worker.pages_done) == ("alpha", "job1", 12)
+        assert worker.current_host == "a.test" and 0 <= worker.age_s < 5
+
+    async def test_commands_per_url(self, make, own_redis: RedisServer) -> None:
+        """Redis commands per URL for discover + hand out + acknowledge (printed)."""
+        h = await make()
+        urls = [req(f"http://h{i % 10}.test/{i}") for i in range(1000)]
+        client = connect_redis(own_redis.url)
+        await client.config_resetstat()
+        for i in range(0, 1000, 50):  # discovered 50 at a time, as a page's links
+            await h.add(urls[i : i + 50])
+        batch, started = [], time.monotonic()
+        for _ in urls:
+            batch.append(await h.take())
+            if len(batch) == 100:  # acknowledged per commit, as the engine batches
+                await h.commit([], batch)
+                batch = []
+        elapsed_s = time.monotonic() - started
+        stats = await client.info("commandstats")
+        await client.aclose()
+        calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
+        calls.pop("config|resetstat", None)
+        scripts = calls.get("evalsha", 0) + calls.get("eval", 0)
+        inner = sum(calls.values()) - scripts
+        print(
+            f"\nper URL: {scripts / 1000:.2f} round trips, {inner / 1000:.1f} commands in scripts"
+        )
+        print(sorted(calls.items(), key=lambda kv: -kv[1]))
+        print(f"hand out + finish + ack: {1000 / elapsed_s:.0f} URLs/s on one worker")
+        assert scripts / 1000 <= 3.5 and inner / 1000 <= 30
