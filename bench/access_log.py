@@ -150,10 +150,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("empty access log")
     print(json.dumps(asdict(check_politeness(requests, args.delay)), indent=2))
     line = timeline(requests)
+    steady = steady_rate(line.page_done_times) or 0.0
     print(
         f"{line.requests} requests ({line.robots_requests} robots.txt) in "
-        f"{line.last_done - line.first_arrival:.1f} s; steady {steady_rate(line.page_done_times) or 0:.0f}"
-        f" pages/s; peak 5 s {peak_rate(line.page_done_times):.0f} pages/s"
+        f"{line.last_done - line.first_arrival:.1f} s; steady {steady:.0f} pages/s;"
+        f" peak 5 s {peak_rate(line.page_done_times):.0f} pages/s"
     )
 
 

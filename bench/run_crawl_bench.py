@@ -25,6 +25,8 @@ whole run and bench/profile_summary.py buckets the samples.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import resource
@@ -44,6 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_INTERVAL_S = 0.5
 STOP_GRACE_S = 15.0
+UVLOOP_MAIN = (
+    "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy());"
+    " from trawler.cli import main; main()"
+)
 
 
 @dataclass(slots=True)
@@ -73,10 +79,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--nginx-workers", default="1")
     parser.add_argument("--concurrency", type=int, default=3000)
     parser.add_argument("--delay", type=float, default=1.0, help="trawler --delay (s)")
+    parser.add_argument(
+        "--check-interval",
+        type=float,
+        help="politeness check: minimum start-to-start gap in s [--delay]; with --delay 0.5"
+        " --check-interval 1 the check is shown to fail",
+    )
     parser.add_argument("--max-seconds", type=float, default=300.0, help="SIGINT the crawl then")
     parser.add_argument("--max-pages", type=int, help="trawler --max-pages")
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/crawl")
-    parser.add_argument("--profile", action="store_true", help="sample the crawler with py-spy")
+    parser.add_argument(
+        "--profile",
+        choices=["cpu", "gil"],
+        help="sample the crawler with py-spy: every busy thread (cpu), or only the GIL holder",
+    )
+    parser.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="experiment: run the same CLI with uvloop's event loop policy installed",
+    )
     parser.add_argument("--keep-nginx", action="store_true", help="leave nginx running")
     parser.add_argument("--keep-data", action="store_true", help="keep the crawl's data dir")
     parser.add_argument("--json-out", type=Path, help="also write the report as JSON here")
@@ -102,7 +123,11 @@ def nginx(action: str, args: argparse.Namespace) -> None:
 
 
 def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
-    cmd = [str(ROOT / ".venv/bin/trawler"), "crawl", "--seeds-file", str(args.work / "site/seeds.txt")]
+    seeds = args.work / "site/seeds.txt"
+    cmd = [str(ROOT / ".venv/bin/trawler")]
+    if args.uvloop:  # asyncio.run() in cli.py then builds a uvloop loop; trawler/ unchanged
+        cmd = [str(ROOT / ".venv/bin/python"), "-c", UVLOOP_MAIN]
+    cmd += ["crawl", "--seeds-file", str(seeds)]
     cmd += ["--data", str(data), "--allow-private", "--scope", "any", "--delay", str(args.delay)]
     cmd += ["--concurrency", str(args.concurrency), "-q"]
     if args.max_pages:
@@ -125,17 +150,27 @@ def proc_hwm_kb(pid: int) -> int:
     return 0
 
 
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine spent not idle, all cores (from /proc/stat)."""
+def machine_cpu_s() -> dict[str, float]:
+    """CPU seconds the whole machine spent so far, by kind, all cores (/proc/stat).
+
+    Loopback TCP is largely processed in softirq, which the kernel charges to
+    no process: it shows here, not in the crawler's or nginx's times.
+    """
     with open("/proc/stat", encoding="ascii") as stat:
-        values = [int(v) for v in stat.readline().split()[1:]]
-    idle = values[3] + values[4]  # idle + iowait
-    return (sum(values[:8]) - idle) / CLK_TCK  # up to steal; guest is counted in user
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (
+            int(v) / CLK_TCK for v in stat.readline().split()[1:9]
+        )
+    kinds = {"user": user + nice, "system": system, "irq_softirq": irq + softirq, "steal": steal}
+    kinds["busy"] = sum(kinds.values())
+    return kinds
 
 
 def nginx_cpu_s(site: Path) -> float:
-    """CPU seconds of nginx's master and workers so far."""
-    master = int((site / "nginx.pid").read_text())
+    """CPU seconds of nginx's master and workers so far (0 if nginx is gone)."""
+    try:
+        master = int((site / "nginx.pid").read_text())
+    except (OSError, ValueError):
+        return 0.0
     pids = [master]
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -148,18 +183,25 @@ def nginx_cpu_s(site: Path) -> float:
     return sum(proc_cpu_s(pid) for pid in pids)
 
 
-def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy, non-blocking (it does not pause the crawler), 100 samples/s, per thread."""
+def start_profiler(pid: int, out: Path, mode: str) -> subprocess.Popen[bytes]:
+    """py-spy, non-blocking (it does not pause the crawler), 100 samples/s, per thread.
+
+    ``gil`` samples only the thread holding the GIL: the time that competes
+    for the one core the event loop can use.
+    """
     cmd = [str(ROOT / ".venv/bin/py-spy"), "record", "--pid", str(pid), "--nonblocking"]
     cmd += ["--threads", "--rate", "100", "--format", "raw", "--output", str(out)]
+    cmd += ["--gil"] if mode == "gil" else []
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def run_child(cmd: list[str], max_seconds: float, profile_out: Path | None) -> ChildRun:
+def run_child(
+    cmd: list[str], max_seconds: float, profile_out: Path | None, profile_mode: str | None
+) -> ChildRun:
     """Run the crawl, sampling it; SIGINT (a clean stop) at max_seconds, SIGKILL later."""
     started_at, start = time.time(), time.monotonic()
     child = subprocess.Popen(cmd, cwd=ROOT)
-    profiler = start_profiler(child.pid, profile_out) if profile_out else None
+    profiler = start_profiler(child.pid, profile_out, profile_mode) if profile_out else None
     samples, stopped, killed = [], False, False
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -167,10 +209,8 @@ def run_child(cmd: list[str], max_seconds: float, profile_out: Path | None) -> C
             child.returncode = os.waitstatus_to_exitcode(status)
             break
         elapsed = time.monotonic() - start
-        try:
+        with contextlib.suppress(OSError):  # it may exit between wait4 and the read
             samples.append(Sample(elapsed, proc_cpu_s(child.pid), proc_hwm_kb(child.pid)))
-        except OSError:
-            pass  # exited between wait4 and the read
         if elapsed > max_seconds and not stopped:
             child.send_signal(signal.SIGINT)
             stopped = True
@@ -245,12 +285,28 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "crawler_cores_busy_avg": round(cpu_s / run.wall_s, 2),
         "peak_rss_mb": round(run.max_rss_kb / 1024, 1),
         "nginx_cpu_s": round(nginx_s, 2),
-        "machine_busy_cores_avg": round(machine_s / run.wall_s, 2),
-        "other_cpu_s": round(machine_s - cpu_s - nginx_s, 2),
+        "machine_busy_cores_avg": round(machine_s["busy"] / run.wall_s, 2),
+        "machine_cpu_s": {k: round(v, 2) for k, v in machine_s.items()},
+        # softirq (loopback TCP), kernel threads, and anything else running on the box
+        "other_cpu_s": round(machine_s["busy"] - cpu_s - nginx_s, 2),
         "exit_code": run.exit_code,
         "stopped_by_max_seconds": run.stopped_by_bench,
-        "politeness": asdict(access_log.check_politeness(requests, args.delay)),
+        "politeness": asdict(
+            access_log.check_politeness(requests, args.check_interval or args.delay)
+        ),
         "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def code_version() -> dict[str, object]:
+    """The commit benchmarked, and trawler/ files changed since (others edit in parallel)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "trawler"], cwd=ROOT, capture_output=True, text=True
+    )  # fmt: skip
+    return {
+        "commit": head.stdout.decode().strip(),
+        "trawler_uncommitted": sorted(line[3:] for line in dirty.stdout.splitlines()),
     }
 
 
@@ -258,21 +314,34 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def lock_work_dir(work: Path) -> int:
+    """Two runs on one --work directory would restart each other's nginx: refuse."""
+    fd = os.open(work / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"another benchmark is running in {work} (use --work and --port to run apart)")
+    return fd  # held until the process exits
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.work = args.work.resolve()
     raise_fd_limit()
     args.work.mkdir(parents=True, exist_ok=True)
+    lock_work_dir(args.work)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
+    version = code_version()  # before the run: the child imports trawler/ as it is now
     nginx("start", args)
     data = Path(tempfile.mkdtemp(prefix="data-", dir=args.work))
-    profile_out = args.work / "profile.txt" if args.profile else None
+    profile_out = args.work / f"profile-{args.profile}.txt" if args.profile else None
     try:
         cmd = crawl_command(args, data)
-        nginx_before, machine_before = nginx_cpu_s(args.work / "site"), machine_busy_s()
-        run = run_child(cmd, args.max_seconds, profile_out)
+        nginx_before, machine_before = nginx_cpu_s(args.work / "site"), machine_cpu_s()
+        run = run_child(cmd, args.max_seconds, profile_out, args.profile)
         nginx_s = nginx_cpu_s(args.work / "site") - nginx_before
-        machine_s = machine_busy_s() - machine_before
+        machine_after = machine_cpu_s()
+        machine_s = {k: v - machine_before[k] for k, v in machine_after.items()}
         stats = trawler_stats(data)
         requests = access_log.read_log(args.work / "site/logs/access.log")
     finally:
@@ -280,6 +349,7 @@ def main(argv: list[str] | None = None) -> None:
             nginx("stop", args)
     report = build_report(args, cmd, run, stats, requests, nginx_s, machine_s)
     report["loadavg_before"] = loadavg
+    report["code"] = version
     print(json.dumps(report, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

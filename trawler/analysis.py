@@ -29,6 +29,10 @@ from trawler.robots import user_agent_token
 from trawler.urls import Normaliser, Scope, TrapRules
 
 log = logging.getLogger("trawler")
+# Pages go to the worker in batches: per-call overhead (pickling, futures, thread
+# wake-ups) cost as much as the parsing itself when sent one page at a time.
+BATCH_MAX = 64
+BATCH_WAIT_S = 0.005
 
 
 @dataclass(slots=True)
@@ -62,6 +66,12 @@ def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Ana
     return Analysis(outcome, requests, rejected)
 
 
+def analyse_batch(
+    config_json: str, items: list[tuple[CrawlRequest, FetchResult]]
+) -> list[Analysis]:
+    return [analyse(config_json, request, result) for request, result in items]
+
+
 def default_processes() -> int:
     """One analysis process per spare core (the crawl loop keeps one), at most 4."""
     return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
@@ -74,6 +84,9 @@ class AnalysisPool:
         self.config_json = config.model_dump_json()
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
+        self._waiting: list[tuple[CrawlRequest, FetchResult, asyncio.Future[Analysis]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._retrying: set[asyncio.Future[None]] = set()
         if processes > 0:
             self._pool = self._new_pool()
 
@@ -85,16 +98,69 @@ class AnalysisPool:
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         if self._pool is None or not result.body:
             return analyse(self.config_json, request, result)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Analysis] = loop.create_future()
         lite = replace(result, raw_body=b"")  # the worker needs the decoded body only
+        self._waiting.append((request, lite, future))
+        if len(self._waiting) >= BATCH_MAX:
+            self._submit()
+        elif self._timer is None:
+            self._timer = loop.call_later(BATCH_WAIT_S, self._submit)
+        return await future
+
+    def _submit(self) -> None:
+        """Send the waiting pages as one batch: one pickle and one wake-up for many pages."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._waiting = self._waiting, []
+        if not batch or self._pool is None:
+            return
+        items = [(request, result) for request, result, _ in batch]
+        done = asyncio.wrap_future(self._pool.submit(analyse_batch, self.config_json, items))
+        done.add_done_callback(lambda finished: self._deliver(batch, finished))
+
+    def _deliver(self, batch: list, finished: asyncio.Future[list[Analysis]]) -> None:
+        if finished.cancelled():
+            return
+        error = finished.exception()
+        if error is None:
+            for (_, _, future), analysis in zip(batch, finished.result(), strict=True):
+                if not future.done():
+                    future.set_result(analysis)
+            return
+        if isinstance(error, BrokenProcessPool):
+            log.error("page analysis crashed in a batch of %d pages; restarting it", len(batch))
+            self._restart()
+        for request, result, future in batch:  # one at a time, so a crash names its page
+            if not future.done():
+                task = asyncio.ensure_future(self._one(request, result, future))
+                self._retrying.add(task)
+                task.add_done_callback(self._retrying.discard)
+
+    async def _one(
+        self, request: CrawlRequest, result: FetchResult, future: asyncio.Future
+    ) -> None:
+        assert self._pool is not None
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, analyse, self.config_json, request, lite)
+            outcome = await loop.run_in_executor(
+                self._pool, analyse, self.config_json, request, result
+            )
         except BrokenProcessPool:
             log.error("page analysis crashed on %s; restarting the analysis process", request.url)
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._new_pool()
+            self._restart()
             crashed = replace(result, error="parse_crash", error_detail="the HTML parser crashed")
-            return analyse(self.config_json, request, crashed)
+            outcome = analyse(self.config_json, request, crashed)
+        except Exception as exc:  # noqa: BLE001 - delivered to the page's task
+            future.set_exception(exc)
+            return
+        future.set_result(outcome)
+
+    def _restart(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new_pool()
 
     def close(self) -> None:
         if self._pool is not None:

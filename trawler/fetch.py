@@ -9,12 +9,13 @@ FetchResult; fetch() never raises (except on cancellation).
 from __future__ import annotations
 
 import logging
+import re
 import time
 import zlib
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urljoin
 
@@ -71,12 +72,28 @@ class _PeerResponse(aiohttp.ClientResponse):
         return await super().start(connection)
 
 
-async def _on_headers_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    # The request line and headers are handed to the transport right after
-    # this hook returns, with no await in between (aiohttp 3.14 client_reqrep).
-    on_sent = ctx.trace_request_ctx
-    if on_sent is not None:
-        on_sent(time.monotonic())
+# The on_sent callback of the request being sent by the current task. A ContextVar
+# (task-local, not shared state) because aiohttp builds the request object itself;
+# cheaper than aiohttp's tracing, which builds a Trace and fires signals per request.
+_on_sent_var: ContextVar[OnSent | None] = ContextVar("trawler_on_sent", default=None)
+# Already percent-encoded (what urls.normalise produces): yarl need not re-encode it.
+_ENCODED_URL = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=%]+\Z")
+
+
+class _TimedRequest(aiohttp.ClientRequest):
+    """Reports when the request line and headers went to the socket.
+
+    With no body, aiohttp writes the buffered headers in ``send()`` itself
+    (``set_eof``), so the time right after it returns is when they left: the
+    closest the client can get to the server's arrival time, and never early.
+    """
+
+    async def send(self, conn: Any) -> aiohttp.ClientResponse:
+        response = await super().send(conn)
+        on_sent = _on_sent_var.get()
+        if on_sent is not None:
+            on_sent(time.monotonic())
+        return response
 
 
 class Fetcher:
@@ -101,8 +118,6 @@ class Fetcher:
             ttl_dns_cache=_DNS_TTL_S,
             resolver=resolver,
         )
-        trace = aiohttp.TraceConfig()
-        trace.on_request_headers_sent.append(_on_headers_sent)
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers={
@@ -113,7 +128,7 @@ class Fetcher:
             timeout=self._default_timeout,
             auto_decompress=False,  # we decode ourselves, to cap the decoded size
             cookie_jar=aiohttp.DummyCookieJar(),  # no state between pages or hosts
-            trace_configs=[trace],
+            request_class=_TimedRequest,
             response_class=_PeerResponse,
             trust_env=False,  # never pick up a proxy from the environment
         )
@@ -201,14 +216,13 @@ class Fetcher:
     ) -> str | None:
         """One hop. Returns the Location to follow, or None once the final response is read."""
         assert self._session is not None
-        url = URL(result.final_url)
+        target = result.final_url
+        url = URL(target, encoded=_ENCODED_URL.match(target) is not None)
         if not self._config.allow_private and url.raw_host:
             check_literal_host(url.raw_host)  # IP literals never reach the resolver
+        _on_sent_var.set(on_sent)
         async with self._session.get(
-            url,
-            allow_redirects=False,
-            trace_request_ctx=on_sent,
-            timeout=timeout or self._default_timeout,
+            url, allow_redirects=False, timeout=timeout or self._default_timeout
         ) as resp:
             _record_response(result, resp)
             location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None

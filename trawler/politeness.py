@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 
 from trawler.retry import HostHealth, RetryPolicy, extra_interval_s, not_before
 
+# Added to every interval. The client stamps a request when its headers leave; the
+# server stamps it when its loop reads them, a few ms later under load and not by
+# the same few ms each time (bench/RESULTS.md saw gaps 2 ms short without this).
+SPACING_MARGIN_S = 0.01
+
 
 @dataclass(slots=True)
 class HostSlot:
@@ -48,7 +53,8 @@ class PolitenessPolicy:
         scheduled, so the server's log shows at least the interval.
         """
         slot.last_sent_at = sent_at
-        slot.next_allowed_at = max(slot.next_allowed_at, sent_at + self.interval_s(slot))
+        ready_at = sent_at + self.interval_s(slot) + SPACING_MARGIN_S
+        slot.next_allowed_at = max(slot.next_allowed_at, ready_at)
 
     def after_response(
         self, slot: HostSlot, status: int | None, error: str | None, retry_after_s: float | None,
