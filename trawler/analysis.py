@@ -19,12 +19,13 @@ import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 
 from trawler.config import CrawlConfig
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
-from trawler.records import CrawlRequest, FetchResult
+from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robots import user_agent_token
 from trawler.urls import Normaliser, Scope, TrapRules
 
@@ -66,10 +67,26 @@ def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Ana
     return Analysis(outcome, requests, rejected)
 
 
-def analyse_batch(
-    config_json: str, items: list[tuple[CrawlRequest, FetchResult]]
-) -> list[Analysis]:
-    return [analyse(config_json, request, result) for request, result in items]
+def analyse_batch(config_json: str, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
+    """``analyse`` for many pages, answered as plain tuples: unpickling dataclasses
+    in the crawl process cost as much as the parsing saved (bench/RESULTS.md)."""
+    return [_flatten(analyse(config_json, request, result)) for request, result in items]
+
+
+_PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
+_page_values = attrgetter(*_PAGE_FIELDS)
+
+
+def _flatten(analysis: Analysis) -> tuple:
+    requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
+    page = _page_values(analysis.outcome.page)
+    return page, analysis.outcome.redirect_to, requests, analysis.rejected
+
+
+def _unflatten(flat: tuple) -> Analysis:
+    page_values, redirect_to, requests, rejected = flat
+    outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
+    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected)
 
 
 def default_processes() -> int:
@@ -125,9 +142,9 @@ class AnalysisPool:
             return
         error = finished.exception()
         if error is None:
-            for (_, _, future), analysis in zip(batch, finished.result(), strict=True):
+            for (_, _, future), flat in zip(batch, finished.result(), strict=True):
                 if not future.done():
-                    future.set_result(analysis)
+                    future.set_result(_unflatten(flat))
             return
         if isinstance(error, BrokenProcessPool):
             log.error("page analysis crashed in a batch of %d pages; restarting it", len(batch))

@@ -146,7 +146,7 @@ class Crawler:
         limit = asyncio.Semaphore(self.config.concurrency)
         while not self._stopping:
             await limit.acquire()
-            if not await self._within_budget():
+            if self.config.max_pages is not None and not await self._within_budget():
                 limit.release()
                 return
             request = await self.frontier.next()

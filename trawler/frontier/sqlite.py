@@ -17,7 +17,6 @@ commit transaction; everything else runs on the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import sqlite3
@@ -213,7 +212,17 @@ class SqliteFrontier:
         self._changed.set()
 
     async def _wait(self, timeout: float | None) -> None:
-        """Sleep until something changes (new URLs, a host freed) or ``timeout``."""
+        """Sleep until something changes (new URLs, a host freed) or ``timeout``.
+
+        A timer that sets the event, not asyncio.wait_for: that builds a task per
+        wait, and the dispatcher waits here for nearly every URL it hands out.
+        """
         self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+        timer = None
+        if timeout is not None:
+            timer = asyncio.get_running_loop().call_later(timeout, self._changed.set)
+        try:
+            await self._changed.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()

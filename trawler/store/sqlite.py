@@ -17,7 +17,8 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import astuple, fields
+from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 
 from trawler.config import CrawlConfig
@@ -30,6 +31,7 @@ DB_NAME = "trawler.db"
 QUEUED, DONE, SKIPPED, DEAD = 0, 1, 2, 3
 
 PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
+_page_row = attrgetter(*PAGE_COLUMNS)  # a flat tuple; dataclasses.astuple deep-copies
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
@@ -151,7 +153,7 @@ class SqliteStore:
         self.conn.executemany(
             f"INSERT INTO pages ({', '.join(PAGE_COLUMNS)}) VALUES ({placeholders})"
             " ON CONFLICT(url) DO NOTHING",
-            [astuple(p) for p in pages],
+            [_page_row(p) for p in pages],
         )
 
     def insert_attempts(self, attempts: list[tuple]) -> None:
