@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from trawler.config import CrawlConfig
+from trawler.dedup import ContentDedup
 from trawler.frontier.base import Frontier
 from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.store.warc import WarcWriter
 
 
 @dataclass(slots=True)
@@ -40,6 +42,20 @@ class CommitBatch:
     @property
     def acked(self) -> int:
         return len(self.fetched) + len(self.skipped)
+
+
+def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> list[PageRecord]:
+    """Step one of every backend's commit: mark content duplicates (in fetch order),
+    write the WARC records and fsync them; returns the page rows, WARC places set."""
+    pages = []
+    for _request, result, page in batch.fetched:
+        dedup.check(page)
+        location = warc.write(result)
+        if location is not None:
+            page.warc_file, page.warc_offset = location.filename, location.offset
+        pages.append(page)
+    warc.flush(fsync=True)
+    return pages
 
 
 class Backend(Protocol):

@@ -28,7 +28,7 @@ from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.politeness import PolitenessPolicy
 from trawler.records import PageRecord
 from trawler.retry import RetryPolicy
-from trawler.store.base import CommitBatch
+from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.postgres import PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
@@ -92,15 +92,7 @@ class DistributedBackend:
 
     def _write_warc(self, batch: CommitBatch) -> list[PageRecord]:
         assert self.warc is not None
-        pages = []
-        for _request, result, page in batch.fetched:
-            self.dedup.check(page)
-            location = self.warc.write(result)
-            if location is not None:
-                page.warc_file, page.warc_offset = location.filename, location.offset
-            pages.append(page)
-        self.warc.flush(fsync=True)
-        return pages
+        return archive_batch(batch, self.warc, self.dedup)
 
     async def host_url_counts(self) -> dict[str, int]:
         return {}  # --max-pages-per-host is per worker in distributed mode

@@ -27,7 +27,7 @@ from trawler.politeness import PolitenessPolicy
 from trawler.retry import RetryPolicy
 from trawler.store import search
 from trawler.store import sqlite as db
-from trawler.store.base import CommitBatch
+from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
@@ -86,14 +86,7 @@ class EmbeddedBackend:
 
     def _commit(self, batch: CommitBatch) -> None:
         assert self.warc is not None and self.frontier is not None
-        pages = []
-        for _request, result, page in batch.fetched:
-            self.dedup.check(page)
-            location = self.warc.write(result)
-            if location is not None:
-                page.warc_file, page.warc_offset = location.filename, location.offset
-            pages.append(page)
-        self.warc.flush(fsync=True)
+        pages = archive_batch(batch, self.warc, self.dedup)
         with self.conn:  # one transaction: the commit point
             first_new_id = search.last_page_id(self.conn)
             self.store.insert_pages(pages)
