@@ -22,7 +22,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from functools import partial
 
 from trawler.analysis import AnalysisPool, default_processes
@@ -32,25 +31,17 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
-from trawler.robots import user_agent_token
-from trawler.robotscache import RobotsEntry, entry_from_fetch
+from trawler.robotscache import RobotsEntry
+from trawler.robotsgate import RobotsGate, Verdict
 from trawler.sitemapflow import sitemap_outcome, sitemaps_of_origin
 from trawler.store.base import Backend, CommitBatch
-from trawler.urls import Normaliser, Scope, TrapRules, host_key, origin
+from trawler.urls import Normaliser, Scope, TrapRules, host_key
 
 log = logging.getLogger("trawler")
 
 COMMIT_INTERVAL_S = 0.25
 COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 SHUTDOWN_GRACE_S = 5.0
-
-
-class Verdict(Enum):
-    ALLOW = "allow"
-    DISALLOW = "disallow"
-    LATER = "later"  # robots.txt unavailable for now: try the URL again later
-    UNAVAILABLE = "unavailable"  # robots.txt never became available
-    FAILED = "failed"  # the origin cannot be fetched at all (dns, private address)
 
 
 @dataclass(slots=True)
@@ -75,22 +66,24 @@ class Crawler:
         self.on_progress = on_progress
         self.normalise = Normaliser(config.tracking_params)
         self.scope = Scope(config.scope, config.seeds, config.include, config.exclude)
+        self._counters: Counter[str] = Counter()
+        self.fetcher = Fetcher(config)
+        waits = tuple(config.robots_retry_waits_s)
+        self.robots = RobotsGate(
+            self.fetcher, config.user_agent, waits, self._counters, self._first_robots
+        )
         self.links = LinkFilter(
-            self.normalise, self.scope, TrapRules(), config.max_depth, self._robots_allows,
+            self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,
             max_per_host=config.max_pages_per_host,
         )  # fmt: skip
-        self.agent_token = user_agent_token(config.user_agent)
         self.retry = RetryPolicy(max_attempts=config.max_attempts)
         self._rng = random.Random()  # retry jitter
-        self.fetcher = Fetcher(config)
         processes = config.parse_processes
         if processes is None:
             processes = default_processes()
         self.analysis = AnalysisPool(config, processes)
-        self._robots: dict[str, RobotsEntry] = {}
         self._seed_hosts: set[str] = set()
         self._batch = CommitBatch()
-        self._counters: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._commit_wanted = asyncio.Event()
         self._stopping = False
@@ -193,12 +186,12 @@ class Crawler:
     async def _process(self, request: CrawlRequest) -> None:
         host = request.host
         try:
-            verdict = await self._robots_verdict(request.url, host)
+            verdict = await self.robots.verdict(request.url, host, self.frontier)
             if verdict is Verdict.LATER:
-                await self.frontier.hand_back(request, self._robots_retry_in(request.url))
+                await self.frontier.hand_back(request, self.robots.retry_in(request.url))
                 return
             if verdict is Verdict.FAILED:  # the origin cannot be fetched (dns, private)
-                await self._record(request, self._robots_failure(request.url))
+                await self._record(request, self.robots.failure(request.url))
                 return
             if verdict is not Verdict.ALLOW:
                 reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
@@ -283,37 +276,18 @@ class Crawler:
         hop = self.links.request(url, 0, None)
         if hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
-        verdict = await self._robots_verdict(url, held_host)
+        verdict = await self.robots.verdict(url, held_host, self.frontier)
         if verdict is not Verdict.ALLOW:
             return "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
         await self.frontier.wait_host_ready(held_host)
         return None
 
-    # -- robots.txt ------------------------------------------------------------------
-    async def _robots_verdict(self, url: str, host: str) -> Verdict:
-        """The robots.txt verdict for ``url``, fetching robots.txt (under the
-        host's slot, which the caller holds) when it is missing or stale."""
-        site = origin(url)
-        entry = previous = self._robots.get(site)
-        if entry is None or entry.expired(time.monotonic()):
-            await self.frontier.wait_host_ready(host)
-            result = await self.fetcher.fetch_robots(
-                site + "/robots.txt", on_sent=partial(self.frontier.record_sent, host)
-            )
-            waits = tuple(self.config.robots_retry_waits_s)
-            self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
-            entry = entry_from_fetch(result, self.config.user_agent, time.monotonic(), entry, waits)
-            self._robots[site] = entry
-            self._counters["robots.fetched"] += 1
-            self.frontier.set_crawl_delay(host, entry.rules.crawl_delay)
-            if previous is None and self._wants_sitemaps(site):
-                found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
-                self._batch.new_requests += await self.frontier.filter_new(found)
-        if entry.fatal_error is not None:
-            return Verdict.FAILED
-        if entry.unavailable:
-            return Verdict.UNAVAILABLE if entry.gave_up else Verdict.LATER
-        return Verdict.ALLOW if entry.rules.allowed(url) else Verdict.DISALLOW
+    # -- robots.txt and sitemaps -------------------------------------------------
+    async def _first_robots(self, site: str, entry: RobotsEntry) -> None:
+        """An origin's robots.txt was read for the first time: queue its sitemaps."""
+        if self._wants_sitemaps(site):
+            found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
+            self._batch.new_requests += await self.frontier.filter_new(found)
 
     def _wants_sitemaps(self, site: str) -> bool:
         """Sitemaps of seed hosts, and of every in-scope host unless the scope is "any"."""
@@ -323,21 +297,6 @@ class Crawler:
         return host in self._seed_hosts or (
             self.config.scope != "any" and self.scope.allows(site + "/")
         )
-
-    def _robots_failure(self, url: str) -> FetchResult:
-        error = self._robots[origin(url)].fatal_error
-        return FetchResult(url, url, error=error, error_detail=f"robots.txt fetch failed: {error}")
-
-    def _robots_retry_in(self, url: str) -> float:
-        entry = self._robots[origin(url)]
-        return max(entry.retry_at - time.monotonic(), 0.0)
-
-    def _robots_allows(self, url: str) -> bool | None:
-        """Cached verdict for the link filter; None when robots.txt is not known yet."""
-        entry = self._robots.get(origin(url))
-        if entry is None or entry.unavailable:
-            return None
-        return entry.rules.allowed(url)
 
     # -- seeds, commits, progress ----------------------------------------------------
     async def _add_seeds(self) -> None:
