@@ -380,3 +380,22 @@ class TestRedisFrontier(FrontierContract):
         print(sorted(calls.items(), key=lambda kv: -kv[1]))
         print(f"hand out + finish + ack: {1000 / elapsed_s:.0f} URLs/s on one worker")
         assert scripts / 1000 <= 3.5 and inner / 1000 <= 30
+
+
+async def test_redis_client_waits_for_a_connection_instead_of_failing(redis_url: str) -> None:
+    """A worker's tasks call Redis all at once; more of them than pooled connections
+    must queue, not fail with MaxConnectionsError (it did at --concurrency > 100)."""
+    from trawler.frontier.redis import MAX_CONNECTIONS, connect_redis
+
+    client = connect_redis(redis_url)
+
+    async def one(i: int) -> bytes | None:
+        await client.set(f"trawler-test:pool:{i}", i)
+        await asyncio.sleep(0.005)
+        return await client.get(f"trawler-test:pool:{i}")
+
+    try:
+        answers = await asyncio.gather(*(one(i) for i in range(10 * MAX_CONNECTIONS)))
+    finally:
+        await client.aclose()
+    assert answers == [str(i).encode() for i in range(10 * MAX_CONNECTIONS)]

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -54,6 +54,7 @@ from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest
 
 CLOCK_SYNC_S = 30.0
+MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
 STATS_REFRESH_S = 1.0
 
 
@@ -77,12 +78,19 @@ class WorkerStatus:
     age_s: float  # since the last heartbeat
 
 
-def connect_redis(url: str) -> Redis:
-    """A client that reconnects through a Redis restart (AOF brings the state back)."""
+def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
+    """A client that reconnects through a Redis restart (AOF brings the state back).
+
+    The pool blocks when all its connections are busy: redis-py's default pool
+    raises MaxConnectionsError instead, and a worker's tasks (one per request in
+    flight) all call Redis at once when a wave of responses comes in.
+    """
     retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), 10)
-    return Redis.from_url(
-        url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError]
-    )
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=60, retry=retry,
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )  # fmt: skip
+    return Redis(connection_pool=pool)
 
 
 class RedisFrontier:
