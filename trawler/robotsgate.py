@@ -13,7 +13,7 @@ from functools import partial
 from trawler.fetch import Fetcher
 from trawler.frontier.base import Frontier
 from trawler.records import FetchResult
-from trawler.robotscache import RobotsEntry, entry_from_fetch
+from trawler.robotscache import CACHE_TTL_S, RobotsEntry, entry_from_fetch
 from trawler.urls import origin
 
 
@@ -59,18 +59,36 @@ class RobotsGate:
     async def _fetch(
         self, site: str, host: str, frontier: Frontier, previous: RobotsEntry | None
     ) -> RobotsEntry:
+        """From the workers' shared cache if another fetched it, else over the network."""
+        shared = await self._shared(site, frontier)
+        result = shared or await self._download(site, host, frontier)
+        entry = entry_from_fetch(
+            result, self.user_agent, time.monotonic(), previous, self.retry_waits_s
+        )
+        if shared is None:  # downloaded here: share it for as long as it is valid
+            ttl_s = entry.retry_at - entry.fetched_at if entry.unavailable else CACHE_TTL_S
+            await frontier.share_robots(site, result.status, result.error, result.body, ttl_s)
+        self._entries[site] = entry
+        frontier.set_crawl_delay(host, entry.rules.crawl_delay)
+        return entry
+
+    async def _shared(self, site: str, frontier: Frontier) -> FetchResult | None:
+        shared = await frontier.shared_robots(site)
+        if shared is None:
+            return None
+        status, error, body = shared
+        self.counters["robots.shared"] += 1
+        return FetchResult(site + "/robots.txt", site + "/robots.txt", status=status,
+                           error=error, body=body)  # fmt: skip
+
+    async def _download(self, site: str, host: str, frontier: Frontier) -> FetchResult:
         await frontier.wait_host_ready(host)
         result = await self.fetcher.fetch_robots(
             site + "/robots.txt", on_sent=partial(frontier.record_sent, host)
         )
         frontier.record_response(host, result.status, result.error, result.retry_after_s)
-        entry = entry_from_fetch(
-            result, self.user_agent, time.monotonic(), previous, self.retry_waits_s
-        )
-        self._entries[site] = entry
         self.counters["robots.fetched"] += 1
-        frontier.set_crawl_delay(host, entry.rules.crawl_delay)
-        return entry
+        return result
 
     def failure(self, url: str) -> FetchResult:
         """The recorded result for a URL whose origin cannot be fetched at all."""

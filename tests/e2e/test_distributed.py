@@ -47,6 +47,19 @@ def assert_complete_once(served: Served, postgres: str, job: str) -> None:
     assert set(urls) == set(served.site.reachable(served.seeds, None, "any"))
 
 
+def live_workers(redis: str, job: str, want: int, timeout_s: float) -> list[dict]:
+    """`trawler workers --json` for this job, polled until ``want`` workers show up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = subprocess.run([*TRAWLER, "workers", "--redis", redis, "--json"],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        listed = [w for w in map(json.loads, out.stdout.splitlines()) if w["job_id"] == job]
+        if len(listed) >= want or time.monotonic() > deadline:
+            return listed
+        time.sleep(0.3)
+
+
 def wait_all(workers: list[subprocess.Popen[str]], timeout: float = 120) -> None:
     for worker in workers:
         code = worker.wait(timeout)
@@ -60,9 +73,7 @@ def test_three_workers_share_one_crawl_politely(
     try:
         job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.3")
         workers = [start_worker(tmp_path, redis_url, fresh_postgres_url) for _ in range(3)]
-        time.sleep(1.5)
-        listed = subprocess.run([*TRAWLER, "workers", "--redis", redis_url, "--json"],
-                                capture_output=True, text=True).stdout  # fmt: skip
+        listed = live_workers(redis_url, job, want=3, timeout_s=15)
         wait_all(workers)
     finally:
         served.process.terminate()
@@ -71,7 +82,10 @@ def test_three_workers_share_one_crawl_politely(
     assert len(fetched) == len(set(fetched))
     gaps = min_interval_by_host(served.log())
     assert min(gaps.values()) >= 0.3 - CLOCK_SLACK_S, gaps  # across all three workers
-    assert len({json.loads(line)["worker_id"] for line in listed.splitlines()}) >= 3
+    robots = [e for e in served.log() if e["path"] == "/robots.txt"]
+    assert len(robots) == 4  # once per host: the workers share robots.txt through Redis
+    assert len(listed) >= 3, listed
+    assert all(w["age_s"] < 5 for w in listed)
     assert len(list((tmp_path / "warc").glob("*.warc.gz"))) >= 2  # a WARC file per worker
 
 

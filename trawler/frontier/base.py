@@ -45,6 +45,16 @@ class Frontier(Protocol):
     async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         """Return a leased URL unacknowledged; its host waits ``delay_s`` more."""
 
+    async def shared_robots(self, site: str) -> tuple[int | None, str | None, bytes] | None:
+        """robots.txt of ``site`` as another worker fetched it: (status, error, body).
+
+        None when not shared (the embedded frontier has one process, no sharing)."""
+
+    async def share_robots(
+        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+    ) -> None:
+        """Offer a fetched robots.txt to the other workers for ``ttl_s`` seconds."""
+
     def close(self) -> None:
         """Stop handing out URLs; a waiting ``next()`` returns None."""
 

@@ -275,6 +275,27 @@ class RedisFrontier:
         return self._stats[2]
 
     # -- leases, heartbeats, stats -----------------------------------------------
+    async def shared_robots(self, site: str) -> tuple[int | None, str | None, bytes] | None:
+        """The robots.txt another worker fetched for ``site``, while it is fresh."""
+        found = await self.redis.hmget(self._robots_key(site), "status", "error", "body")
+        if found[2] is None:
+            return None
+        status = int(found[0]) if found[0] else None
+        return status, found[1].decode() if found[1] else None, found[2]
+
+    async def share_robots(
+        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+    ) -> None:
+        key = self._robots_key(site)
+        fields = {"status": "" if status is None else status, "error": error or "", "body": body}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=fields)
+            pipe.pexpire(key, max(1, _ms(ttl_s)))
+            await pipe.execute()
+
+    def _robots_key(self, site: str) -> str:
+        return f"{self.options.prefix}:robots:{site}"  # per origin, shared by all jobs
+
     @property
     def current_host(self) -> str | None:
         """A host this worker holds right now (for `trawler workers`)."""

@@ -176,6 +176,14 @@ class SqliteFrontier:
     def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         self.policy.set_crawl_delay(self._slot(host), crawl_delay_s)
 
+    async def shared_robots(self, site: str) -> None:
+        return None  # one process: the robots gate's own cache is all there is
+
+    async def share_robots(
+        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+    ) -> None:
+        return None
+
     def close(self) -> None:
         self._closed = True
         self._changed.set()
