@@ -17,6 +17,9 @@ import asyncio
 import functools
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -34,6 +37,7 @@ log = logging.getLogger("trawler")
 # wake-ups) cost as much as the parsing itself when sent one page at a time.
 BATCH_MAX = 64
 BATCH_WAIT_S = 0.005
+PARENT_CHECK_S = 1.0
 
 
 @dataclass(slots=True)
@@ -89,6 +93,18 @@ def _unflatten(flat: tuple) -> Analysis:
     return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected)
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+    """Pool worker start-up: leave when the crawler dies (kill -9 included), instead
+    of waiting forever on a queue nobody will write to."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="trawler-parent-watch", daemon=True).start()
+
+
 def default_processes() -> int:
     """One analysis process per spare core (the crawl loop keeps one), at most 4."""
     return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
@@ -108,9 +124,13 @@ class AnalysisPool:
             self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        # forkserver: a clean child, not a fork of a process with threads and a loop.
-        context = multiprocessing.get_context("forkserver")
-        return ProcessPoolExecutor(self.processes, mp_context=context)
+        # spawn: a clean child (not a fork of a process with threads and a loop),
+        # and a direct child, so it can tell when the crawler is gone.
+        context = multiprocessing.get_context("spawn")
+        return ProcessPoolExecutor(
+            self.processes, mp_context=context, initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        )  # fmt: skip
 
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         if self._pool is None or not result.body:
