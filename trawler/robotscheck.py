@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
-from trawler.robotscache import entry_from_fetch
+from trawler.robotscache import RobotsEntry, entry_from_fetch
 from trawler.urls import normalise, origin
 
 
@@ -57,7 +57,7 @@ async def check_robots(url: str, config: CrawlConfig) -> RobotsReport:
     )  # fmt: skip
 
 
-def _meaning(entry, status: int | None) -> str:  # type: ignore[no-untyped-def]
+def _meaning(entry: RobotsEntry, status: int | None) -> str:
     if entry.fatal_error is not None:
         return f"host cannot be fetched ({entry.fatal_error})"
     if entry.unavailable:

@@ -17,6 +17,7 @@ between 1 and 2 leaves WARC records no row points to, which is harmless.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,8 +35,6 @@ from trawler.store.warc import WarcWriter, recover
 
 
 def default_worker_id() -> str:
-    import os
-
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
