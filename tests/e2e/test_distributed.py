@@ -69,7 +69,7 @@ def wait_all(workers: list[subprocess.Popen[str]], timeout: float = 120) -> None
 def test_three_workers_share_one_crawl_politely(
     tmp_path: Path, redis_url: str, fresh_postgres_url: str
 ) -> None:
-    served = start_testsite(tmp_path, hosts=4, pages=15)
+    served = start_testsite(tmp_path, hosts=4, pages=30)  # ~11 s: all three workers join
     try:
         job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.3")
         workers = [start_worker(tmp_path, redis_url, fresh_postgres_url) for _ in range(3)]
