@@ -10,4 +10,5 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install --quiet -e '.[test]'
 .venv/bin/ruff check trawler tests bench
+.venv/bin/mypy trawler
 .venv/bin/python -m pytest "$@"

@@ -157,7 +157,7 @@ class AnalysisPool:
         done = asyncio.wrap_future(self._pool.submit(analyse_batch, self.config_json, items))
         done.add_done_callback(lambda finished: self._deliver(batch, finished))
 
-    def _deliver(self, batch: list, finished: asyncio.Future[list[Analysis]]) -> None:
+    def _deliver(self, batch: list, finished: asyncio.Future[list[tuple]]) -> None:
         if finished.cancelled():
             return
         error = finished.exception()

@@ -239,6 +239,7 @@ def export(
         if conn is not None:
             count = write_export(conn, out, format.value, include_noindex)
         else:
+            assert postgres is not None and job is not None
             count = _connected(fail, export_job(postgres, job, out, format.value, include_noindex))
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

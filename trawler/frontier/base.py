@@ -30,6 +30,14 @@ class Frontier(Protocol):
     def record_sent(self, host: str, sent_at: float) -> None:
         """A request to ``host`` left at monotonic ``sent_at``: space the next one."""
 
+    def record_response(
+        self, host: str, status: int | None, error: str | None, retry_after_s: float | None
+    ) -> None:
+        """A response (or failure) from ``host``: let it shape the host's pace (retry.py)."""
+
+    async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
+        """Keep the lease and queue the URL again after ``delay_s`` (its host is not delayed)."""
+
     async def finish_host(self, host: str) -> None:
         """The engine is done with the host slot it got from ``next()``."""
 

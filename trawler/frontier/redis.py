@@ -41,13 +41,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import EncodableT, FieldT
 
 from trawler.frontier import redis_scripts as lua
 from trawler.politeness import HostSlot, PolitenessPolicy
@@ -278,16 +279,21 @@ class RedisFrontier:
     async def shared_robots(self, site: str) -> tuple[int | None, str | None, bytes] | None:
         """The robots.txt another worker fetched for ``site``, while it is fresh."""
         found = await self.redis.hmget(self._robots_key(site), "status", "error", "body")
-        if found[2] is None:
+        status_raw, error_raw, body = cast(list[bytes | None], found)  # no decode_responses
+        if body is None:
             return None
-        status = int(found[0]) if found[0] else None
-        return status, found[1].decode() if found[1] else None, found[2]
+        status = int(status_raw) if status_raw else None
+        return status, error_raw.decode() if error_raw else None, body
 
     async def share_robots(
         self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
     ) -> None:
         key = self._robots_key(site)
-        fields = {"status": "" if status is None else status, "error": error or "", "body": body}
+        fields: dict[FieldT, EncodableT] = {
+            "status": "" if status is None else status,
+            "error": error or "",
+            "body": body,
+        }
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping=fields)
             pipe.pexpire(key, max(1, _ms(ttl_s)))

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from trawler import __version__
 from trawler.config import CrawlConfig
@@ -31,6 +33,7 @@ from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
+T = TypeVar("T")
 
 
 class EmbeddedBackend:
@@ -45,7 +48,7 @@ class EmbeddedBackend:
         self.dedup = ContentDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
 
-    async def _in_writer(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _in_writer(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
     async def open(self, config: CrawlConfig) -> SqliteFrontier:
