@@ -9,7 +9,9 @@ One task per leased URL, at most ``concurrency`` at once. A task holds its
 host's politeness slot from lease to finish, so one request is in flight per
 host, robots.txt and same-host redirect hops included. Results collect in a
 batch that a commit task makes durable every ``COMMIT_INTERVAL_S``; only
-then are discovered URLs scheduled and leases acknowledged.
+then are discovered URLs scheduled and leases acknowledged. A URL's result
+(state, attempt rows, page, links found) joins the batch in one step, after
+its last await, so a commit swapping the batch can never split it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
 from trawler.sitemapflow import sitemap_outcome, sitemaps_of_origin
-from trawler.store.base import Backend, CommitBatch
+from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
 
 log = logging.getLogger("trawler")
@@ -164,7 +166,7 @@ class Crawler:
         return not self._stopping
 
     def _pages_counted(self) -> int:
-        return self.pages_stored + len(self._batch.fetched)
+        return self.pages_stored + self._batch.pages
 
     def _budget_spent(self) -> bool:
         max_pages = self.config.max_pages
@@ -195,7 +197,7 @@ class Crawler:
                 return
             if verdict is not Verdict.ALLOW:
                 reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
-                self._batch.skipped.append((request, reason))
+                self._batch.add(UrlOutcome(request, SKIPPED, reason=reason))
                 return
             await self.frontier.wait_host_ready(host)
             result = await self.fetcher.fetch(
@@ -218,17 +220,35 @@ class Crawler:
         decision = self.retry.decide(
             result.error, result.status, request.attempts + 1, self._rng, result.retry_after_s
         )
-        self._batch.attempts.append(_attempt_row(request, result, decision.action))
-        if decision.action == "retry":
+        attempt = _attempt_row(request, result, decision.action)
+        if decision.action == RETRY:  # the attempt is committed now, the URL when it ends
+            self._batch.add(UrlOutcome(request, RETRY, [attempt]))
             request.attempts += 1
             self._counters[f"retried.{decision.reason}"] += 1
             await self.frontier.retry_later(request, decision.delay_s)
             return
-        if decision.action == "dead":
-            self._batch.dead.add(request.fp)
-        await self._record(request, result)
+        await self._record(request, result, DEAD if decision.action == DEAD else DONE, [attempt])
 
-    async def _record(self, request: CrawlRequest, result: FetchResult) -> None:
+    async def _record(
+        self, request: CrawlRequest, result: FetchResult, state: str = DONE,
+        attempts: list[tuple] | None = None,
+    ) -> None:  # fmt: skip
+        """Analyse the page, then add the URL's whole outcome to the batch at once."""
+        outcome = UrlOutcome(request, state, attempts or [], result)
+        try:
+            await self._analyse(outcome)
+        except Exception as exc:  # a bug must cost one URL, never the crawl
+            log.exception("internal error on %s", request.url)
+            outcome.result = _internal_error(request.url, exc)
+            await self._analyse(outcome)
+        self._batch.add(outcome)  # no await since the analysis: one commit gets it all
+        if len(self._batch) >= COMMIT_MAX_ITEMS:
+            self._commit_wanted.set()
+
+    async def _analyse(self, unit: UrlOutcome) -> None:
+        """Fill in the outcome's page and the new URLs found on it."""
+        request, result = unit.request, unit.result
+        assert result is not None
         analysis = await self.analysis.analyse(request, result)
         outcome = analysis.outcome
         self.links.rejected.update(analysis.rejected)
@@ -245,11 +265,9 @@ class Crawler:
             discovered += self._alias_request(outcome.redirect_to, request)
         if outcome.page.canonical is not None:
             discovered += self._canonical(outcome.page, request)
-        self._batch.fetched.append((request, result, outcome.page))
+        unit.page = outcome.page
         fresh = await self.frontier.filter_new(discovered)
-        self._batch.new_requests += self.links.within_host_budget(fresh)
-        if len(self._batch) >= COMMIT_MAX_ITEMS:
-            self._commit_wanted.set()
+        unit.discovered = self.links.within_host_budget(fresh)
 
     def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
         """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""
@@ -287,7 +305,7 @@ class Crawler:
         """An origin's robots.txt was read for the first time: queue its sitemaps."""
         if self._wants_sitemaps(site):
             found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
-            self._batch.new_requests += await self.frontier.filter_new(found)
+            self._batch.add_requests(await self.frontier.filter_new(found))
 
     def _wants_sitemaps(self, site: str) -> bool:
         """Sitemaps of seed hosts, and of every in-scope host unless the scope is "any"."""
@@ -307,7 +325,7 @@ class Crawler:
                 seeds.append(self.links.request(url, 0, None))
                 self._seed_hosts.add(host_key(url))
         fresh = await self.frontier.filter_new(seeds)
-        self._batch.new_requests += self.links.within_host_budget(fresh)
+        self._batch.add_requests(self.links.within_host_budget(fresh))
 
     async def _commit_loop(self) -> None:
         while True:
@@ -334,7 +352,7 @@ class Crawler:
         if not len(batch):
             return
         await self.backend.commit(batch)
-        self.pages_stored += len(batch.fetched)
+        self.pages_stored += batch.pages
 
     async def _report_loop(self) -> None:
         assert self.on_progress is not None

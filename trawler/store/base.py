@@ -7,10 +7,19 @@ are schedulable and the batch's leases are acknowledged. The order inside a
 backend is free as long as a crash at any moment loses nothing: pages are
 stored idempotently (a URL's page at most once), discovered URLs are added to
 the seen set idempotently, and leases are acknowledged last.
+
+A batch is made of ``UrlOutcome``s, one per URL the engine is done with: its
+final state, its fetch attempt rows, its page and the URLs found on it travel
+together, so no commit can hold one without the others. A value of one page
+that cannot be stored (a WARC record that cannot be built, a value the
+database rejects) costs that page only: it is stored as a bare ``store_error``
+row and its URL is finished like any other. Failures of the store itself
+(disk full, unwritable directory, lost connection) still fail the commit.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,42 +29,120 @@ from trawler.frontier.base import Frontier
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.store.warc import WarcWriter
 
+log = logging.getLogger("trawler")
+
+# What became of a URL. RETRY is an attempt only: the URL stays leased for another try.
+DONE, DEAD, SKIPPED, RETRY = "done", "dead", "skipped", "retry"
+STORE_ERROR = "store_error"  # the page's own data could not be stored; see log for why
+
+# Failures of the machine, not of one page: they fail the whole commit.
+ENVIRONMENT_ERRORS = (OSError, MemoryError)
+
+
+@dataclass(slots=True)
+class UrlOutcome:
+    """One URL's result, committed whole: state, attempt rows, page, links found."""
+
+    request: CrawlRequest
+    state: str  # DONE, DEAD, SKIPPED or RETRY
+    # Fetch attempts: (url, attempt, started_at, duration_s, status, error, decision).
+    attempts: list[tuple] = field(default_factory=list)
+    result: FetchResult | None = None  # what the WARC record is made of
+    page: PageRecord | None = None
+    discovered: list[CrawlRequest] = field(default_factory=list)  # new URLs found on the page
+    reason: str | None = None  # why a URL was skipped
+
+    @property
+    def finished(self) -> bool:
+        return self.state != RETRY
+
+    def store_failed(self, stage: str, exc: BaseException) -> None:
+        """Keep a bare error row for the page (no WARC place, no links), and say why."""
+        request = self.request
+        log.warning("cannot store %s (%s: %s); kept as %s", request.url, stage,
+                    _one_line(exc), STORE_ERROR)  # fmt: skip
+        fetched_at = self.page.fetched_at if self.page is not None else 0.0
+        self.page = PageRecord(
+            url=request.url, final_url=request.url, status=None, content_type=None,
+            content_length=0, depth=request.depth, parent_url=request.parent_url, title=None,
+            description=None, keywords=None, text=None, links_count=0, content_sha256=None,
+            fetched_at=fetched_at, fetch_duration_s=0.0, error=STORE_ERROR,
+            attempts=request.attempts + 1, host=request.host,
+        )  # fmt: skip
+        self.discovered = []
+
 
 @dataclass(slots=True)
 class CommitBatch:
     """What one group commit makes durable."""
 
-    fetched: list[tuple[CrawlRequest, FetchResult, PageRecord]] = field(default_factory=list)
-    dead: set[int] = field(default_factory=set)  # fingerprints of fetched URLs dead-lettered
-    # Every fetch attempt: (url, attempt, started_at, duration_s, status, error, decision).
-    attempts: list[tuple] = field(default_factory=list)
-    skipped: list[tuple[CrawlRequest, str]] = field(default_factory=list)
+    outcomes: list[UrlOutcome] = field(default_factory=list)
+    # URLs found outside any URL's outcome: seeds, sitemaps named by robots.txt.
     new_requests: list[CrawlRequest] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    pages: int = 0  # outcomes with a page
+    items: int = 0  # rows this batch will write, to commit early when it grows
+
+    def add(self, outcome: UrlOutcome) -> None:
+        self.outcomes.append(outcome)
+        self.pages += outcome.page is not None
+        self.items += 1 + len(outcome.attempts) + len(outcome.discovered)
+
+    def add_requests(self, requests: list[CrawlRequest]) -> None:
+        self.new_requests += requests
+        self.items += len(requests)
 
     def __len__(self) -> int:
-        return (
-            len(self.fetched) + len(self.skipped) + len(self.new_requests) + len(self.attempts)
-            + len(self.counters)
-        )  # fmt: skip
+        return self.items + len(self.counters)
 
     @property
     def acked(self) -> int:
-        return len(self.fetched) + len(self.skipped)
+        return sum(outcome.finished for outcome in self.outcomes)
+
+    def all_new_requests(self) -> list[CrawlRequest]:
+        found = [request for outcome in self.outcomes for request in outcome.discovered]
+        return self.new_requests + found
+
+    def outcome_counters(self) -> dict[str, int]:
+        """The batch's counters plus ``skipped.<reason>`` and ``dead_letter`` of its URLs."""
+        counters = dict(self.counters)
+        for outcome in self.outcomes:
+            if outcome.state == SKIPPED:
+                name = f"skipped.{outcome.reason}"
+            elif outcome.state == DEAD:
+                name = "dead_letter"
+            else:
+                continue
+            counters[name] = counters.get(name, 0) + 1
+        return counters
 
 
-def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> list[PageRecord]:
+def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> None:
     """Step one of every backend's commit: mark content duplicates (in fetch order),
-    write the WARC records and fsync them; returns the page rows, WARC places set."""
-    pages = []
-    for _request, result, page in batch.fetched:
-        dedup.check(page)
-        location = warc.write(result)
+    write the WARC records and fsync them; sets each page's WARC place.
+
+    A record that cannot be built costs its page (``UrlOutcome.store_failed``):
+    ``WarcWriter.write`` builds both records before writing a byte, so a page
+    without a WARC place has no bytes in the file either."""
+    for outcome in batch.outcomes:
+        page, result = outcome.page, outcome.result
+        if page is None or result is None:
+            continue
+        try:
+            location = warc.write(result)
+            dedup.check(page)  # after: a page that failed is nobody's original
+        except ENVIRONMENT_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this page's data, not the disk
+            outcome.store_failed("warc", exc)
+            continue
         if location is not None:
             page.warc_file, page.warc_offset = location.filename, location.offset
-        pages.append(page)
     warc.flush(fsync=True)
-    return pages
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 class Backend(Protocol):

@@ -5,7 +5,8 @@ not by a distributed transaction (docs/architecture.md):
 
 1. the batch's WARC records are written to this worker's own file and fsynced;
 2. the page rows, counters and attempts go to PostgreSQL in one transaction
-   (``ON CONFLICT (job_id, url) DO NOTHING``: a page is stored at most once);
+   (``ON CONFLICT (job_id, url) DO NOTHING``: a page is stored at most once),
+   a page whose rows are rejected kept as a ``store_error`` row;
 3. one Redis script adds the discovered URLs to the seen set and the host
    queues, and acknowledges the leases of the batch's URLs.
 
@@ -27,7 +28,6 @@ from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.politeness import PolitenessPolicy
-from trawler.records import PageRecord
 from trawler.retry import RetryPolicy
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.postgres import PostgresStore
@@ -79,19 +79,14 @@ class DistributedBackend:
     async def commit(self, batch: CommitBatch) -> None:
         assert self.frontier is not None
         loop = asyncio.get_running_loop()
-        pages = await loop.run_in_executor(self._writer, self._write_warc, batch)
-        counters = dict(batch.counters)
-        for _request, reason in batch.skipped:
-            counters[f"skipped.{reason}"] = counters.get(f"skipped.{reason}", 0) + 1
-        if batch.dead:
-            counters["dead_letter"] = counters.get("dead_letter", 0) + len(batch.dead)
-        await self.store.store_batch(self.job_id, pages, counters, batch.attempts)
-        done = [request for request, _, _ in batch.fetched] + [r for r, _ in batch.skipped]
-        await self.frontier.commit(batch.new_requests, done)
+        await loop.run_in_executor(self._writer, self._write_warc, batch)
+        await self.store.store_outcomes(self.job_id, batch.outcomes, batch.outcome_counters())
+        done = [outcome.request for outcome in batch.outcomes if outcome.finished]
+        await self.frontier.commit(batch.all_new_requests(), done)
 
-    def _write_warc(self, batch: CommitBatch) -> list[PageRecord]:
+    def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
-        return archive_batch(batch, self.warc, self.dedup)
+        archive_batch(batch, self.warc, self.dedup)
 
     async def host_url_counts(self) -> dict[str, int]:
         return {}  # --max-pages-per-host is per worker in distributed mode

@@ -8,6 +8,11 @@ when that transaction returns. A kill before it loses nothing: the batch's
 URLs are still queued in the database and are fetched again on resume;
 WARC bytes written after the last committed size are cut off on restart.
 
+Inside the transaction each URL's outcome is written whole or not at all:
+when a row of the batch is rejected, the batch's rows are written again one
+outcome at a time, each in its own savepoint, and an outcome whose rows are
+rejected is written as a bare ``store_error`` page (``UrlOutcome.store_failed``).
+
 The blocking work runs on one writer thread owned by the backend; the
 async methods are what the engine calls.
 """
@@ -16,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +35,7 @@ from trawler.politeness import PolitenessPolicy
 from trawler.retry import RetryPolicy
 from trawler.store import search
 from trawler.store import sqlite as db
-from trawler.store.base import CommitBatch, archive_batch
+from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
@@ -59,7 +65,7 @@ class EmbeddedBackend:
         """The commit point; then schedule the new URLs and acknowledge the leases."""
         assert self.frontier is not None
         await self._in_writer(self._commit, batch)
-        self.frontier.enqueue(batch.new_requests)
+        self.frontier.enqueue(batch.all_new_requests())
         self.frontier.ack(batch.acked)
 
     async def host_url_counts(self) -> dict[str, int]:
@@ -89,25 +95,70 @@ class EmbeddedBackend:
 
     def _commit(self, batch: CommitBatch) -> None:
         assert self.warc is not None and self.frontier is not None
-        pages = archive_batch(batch, self.warc, self.dedup)
+        archive_batch(batch, self.warc, self.dedup)
         with self.conn:  # one transaction: the commit point
+            if not self.conn.in_transaction:
+                self.conn.execute("BEGIN")  # savepoints nest in it, RELEASE commits nothing
             first_new_id = search.last_page_id(self.conn)
-            self.store.insert_pages(pages)
-            search.index_pages_after(self.conn, first_new_id)  # searchable as stored
             self.frontier.persist_new(self.conn, batch.new_requests)
-            self.frontier.persist_done(
-                self.conn,
-                [(request, request.fp in batch.dead) for request, _, _ in batch.fetched],
-                batch.skipped,
-            )
-            self.store.insert_attempts(batch.attempts)
+            self._store_outcomes(batch.outcomes)
+            search.index_pages_after(self.conn, first_new_id)  # searchable as stored
             if batch.counters:
                 self.store.add_counters(batch.counters)
             position = self.warc.position()
             if position is not None:
                 self.store.set_warc_position(*position)
 
+    def _store_outcomes(self, outcomes: list[UrlOutcome]) -> None:
+        """All outcomes at once; one at a time when a row is rejected, to find its page."""
+        try:
+            with _savepoint(self.conn):
+                self._write(outcomes)
+            return
+        except db.ROW_REJECTED:
+            pass
+        for outcome in outcomes:
+            try:
+                with _savepoint(self.conn):
+                    self._write([outcome])
+                continue
+            except db.ROW_REJECTED as exc:
+                outcome.store_failed("database", exc)
+            try:
+                with _savepoint(self.conn):
+                    self._write([outcome])
+            except db.ROW_REJECTED:  # not even the bare row: finish the URL without one
+                outcome.page, outcome.attempts = None, []
+                self._write([outcome])
+
+    def _write(self, outcomes: list[UrlOutcome]) -> None:
+        """The rows of these outcomes: pages, attempts, links found, URL states."""
+        assert self.frontier is not None
+        conn = self.conn
+        self.store.insert_pages([o.page for o in outcomes if o.page is not None])
+        self.store.insert_attempts([row for o in outcomes for row in o.attempts])
+        self.frontier.persist_new(conn, [r for o in outcomes for r in o.discovered])
+        fetched = [o for o in outcomes if o.state not in (SKIPPED, RETRY)]
+        self.frontier.persist_done(
+            conn,
+            [(o.request, o.state == DEAD) for o in fetched],
+            [(o.request, o.reason or "") for o in outcomes if o.state == SKIPPED],
+        )
+
     def _close(self) -> None:
         if self.warc is not None:
             self.warc.close()
         self.conn.close()
+
+
+@contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+    """A nested transaction: on an exception its writes are undone, the outer one goes on."""
+    conn.execute("SAVEPOINT outcome")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK TO outcome")
+        conn.execute("RELEASE outcome")
+        raise
+    conn.execute("RELEASE outcome")

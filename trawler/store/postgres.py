@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import astuple, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -30,6 +30,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from trawler.config import CrawlConfig
 from trawler.records import PageRecord
 from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
+
+if TYPE_CHECKING:
+    from trawler.store.base import UrlOutcome
 
 JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
 
@@ -77,6 +80,10 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# A row PostgreSQL (or the client's encoding) will not take, e.g. a number out of
+# range: a value of one page. Lost connections and shutdowns are OperationalErrors.
+ROW_REJECTED = (psycopg.DataError, psycopg.IntegrityError, ValueError, OverflowError)
 
 # NUL and lone surrogates: PostgreSQL text cannot hold them, SQLite (and scraped HTML) can.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -251,6 +258,36 @@ class PostgresStore:
                 if rows:
                     await cur.executemany(sql, rows)
 
+    async def store_outcomes(
+        self, job_id: str, outcomes: Sequence[UrlOutcome], counters: dict[str, int]
+    ) -> None:
+        """A commit batch of URL outcomes in one transaction (``store_batch``). When a
+        row is rejected, each outcome's rows go in again under a savepoint of their
+        own, and one that is rejected is kept as a bare ``store_error`` page."""
+        pages = [o.page for o in outcomes if o.page is not None]
+        attempts = [row for o in outcomes for row in o.attempts]
+        try:
+            await self.store_batch(job_id, pages, counters, attempts)
+            return
+        except ROW_REJECTED:
+            pass
+        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            for outcome in outcomes:
+                try:
+                    async with conn.transaction():
+                        await _write_outcome(cur, job_id, outcome)
+                    continue
+                except ROW_REJECTED as exc:
+                    outcome.store_failed("database", exc)
+                try:
+                    async with conn.transaction():
+                        await _write_outcome(cur, job_id, outcome)
+                except ROW_REJECTED:  # not even the bare row: the URL ends without one
+                    outcome.page, outcome.attempts = None, []
+            rows = [(job_id, name, delta) for name, delta in counters.items()]
+            if rows:
+                await cur.executemany(_ADD_COUNTER, rows)
+
     # -- read side ------------------------------------------------------------
     async def iter_pages(
         self, job_id: str, include_noindex: bool = False, batch_rows: int = 1000
@@ -276,6 +313,14 @@ class PostgresStore:
         """
         async with self.pool.connection() as conn:
             return await _read_stats(conn, job_id)
+
+
+async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutcome) -> None:
+    if outcome.page is not None:
+        await cur.execute(_INSERT_PAGE, _page_row(job_id, outcome.page))
+    attempts = [(job_id, *(_clean(value) for value in row)) for row in outcome.attempts]
+    if attempts:
+        await cur.executemany(_INSERT_ATTEMPT, attempts)
 
 
 def _check_state(state: str) -> None:

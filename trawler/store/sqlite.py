@@ -30,6 +30,13 @@ DB_NAME = "trawler.db"
 # URL states in the `urls` table. DEAD: dead-lettered, its retries spent (5xx, 429, 503).
 QUEUED, DONE, SKIPPED, DEAD = 0, 1, 2, 3
 
+# A row the database (or its Python binding) will not take: a value of one page,
+# not a fault of the store (those are sqlite3.OperationalError: disk I/O, full, locked).
+ROW_REJECTED = (
+    ValueError, OverflowError, TypeError, sqlite3.IntegrityError, sqlite3.DataError,
+    sqlite3.ProgrammingError, sqlite3.InterfaceError,
+)  # fmt: skip
+
 PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
 _page_row = attrgetter(*PAGE_COLUMNS)  # a flat tuple; dataclasses.astuple deep-copies
 
