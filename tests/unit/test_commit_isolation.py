@@ -133,12 +133,14 @@ class CommitIsolationContract:
         for url in (bad_row.url, bad_warc.url):
             row = stored.pages[url]
             assert row["error"] == STORE_ERROR and row["status"] is None
-            assert row["warc_file"] is None and row["warc_offset"] is None
-        # The attempt rows of the rejected pages go with them when they cannot be kept.
-        assert set(good) <= set(stored.attempts)
-        # WARC (fsynced by the commit): the healthy pages' records, none for the failed one.
-        targets = warc_targets(harness.warc_dir)
-        assert set(good) <= set(targets) and bad_warc.url not in targets
+        # Row and WARC agree: a place for the record written, none for the one that failed.
+        assert stored.pages[bad_row.url]["warc_file"] is not None
+        bad_warc_row = stored.pages[bad_warc.url]
+        assert bad_warc_row["warc_file"] is None and bad_warc_row["warc_offset"] is None
+        targets = warc_targets(harness.warc_dir)  # fsynced by the commit
+        assert set(good) | {bad_row.url} <= set(targets) and bad_warc.url not in targets
+        # Each URL's attempt row went in with its page.
+        assert sorted(stored.attempts) == sorted(urls)
         assert await harness.dead_letter() == 1
 
     async def test_urls_of_rejected_pages_are_finished(self, harness: Harness) -> None:

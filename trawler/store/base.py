@@ -57,16 +57,17 @@ class UrlOutcome:
         return self.state != RETRY
 
     def store_failed(self, stage: str, exc: BaseException) -> None:
-        """Keep a bare error row for the page (no WARC place, no links), and say why."""
-        request = self.request
+        """Keep a bare error row for the page, its WARC place if its record was written,
+        no links followed; and say why in one log line."""
+        request, old = self.request, self.page
         log.warning("cannot store %s (%s: %s); kept as %s", request.url, stage,
                     _one_line(exc), STORE_ERROR)  # fmt: skip
-        fetched_at = self.page.fetched_at if self.page is not None else 0.0
         self.page = PageRecord(
             url=request.url, final_url=request.url, status=None, content_type=None,
             content_length=0, depth=request.depth, parent_url=request.parent_url, title=None,
             description=None, keywords=None, text=None, links_count=0, content_sha256=None,
-            fetched_at=fetched_at, fetch_duration_s=0.0, error=STORE_ERROR,
+            fetched_at=old.fetched_at if old else 0.0, fetch_duration_s=0.0, error=STORE_ERROR,
+            warc_file=old.warc_file if old else None, warc_offset=old.warc_offset if old else None,
             attempts=request.attempts + 1, host=request.host,
         )  # fmt: skip
         self.discovered = []
