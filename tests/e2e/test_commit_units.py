@@ -1,8 +1,9 @@
-"""A URL's outcome, its attempt rows and its page are committed together.
+"""The unit of a commit is one URL's outcome, seen after real crawls of loopback servers.
 
-Seen from the database after a real crawl of a loopback server: every URL
-that ended dead-lettered is in the dead state, has its page and its final
-attempt row, and the counters agree.
+A URL's state, its attempt rows and its page are committed together: every URL
+dead-lettered is in the dead state with its page and attempt row, and the
+counters agree. A page that cannot be stored costs that page only: the rest of
+its batch is stored and the crawl (or the distributed job) finishes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.e2e.conftest import export_rows, run_trawler
 from tests.e2e.scripted import page, start_scripted
 from tests.e2e.test_distributed import TRAWLER, exported, start_worker, wait_all
 from tests.e2e.test_rules import ROBOTS, links
+from trawler.store.sqlite import DEAD
 
 HOSTS = 8
 BROKEN_PER_HOST = 120
@@ -62,7 +64,7 @@ def test_dead_urls_end_dead_with_their_attempts_and_pages(tmp_path: Path) -> Non
     conn.close()
     dead_attempts = [url for url, decision in attempts if decision == "dead"]
     assert len(dead_attempts) == len(set(dead_attempts)) == dead_count
-    wrong = {url: states[url] for url in dead_attempts if states[url] != 3}
+    wrong = {url: states[url] for url in dead_attempts if states[url] != DEAD}
     assert not wrong, f"{len(wrong)} dead-lettered URLs not in the dead state"
     # One attempt row per URL fetched (no retries with --max-attempts 1), one page each.
     assert sorted(url for url, _ in attempts) == sorted(pages)
