@@ -106,8 +106,13 @@ class EmbeddedBackend:
             position = self.warc.position()
             if position is not None:
                 self.store.set_warc_position(*position)
+            self.frontier.persist_hosts(self.conn)
 
     def _close(self) -> None:
-        if self.warc is not None:
-            self.warc.close()
-        self.conn.close()
+        try:
+            if self.frontier is not None:
+                self.frontier.persist_stopped(self.conn)
+        finally:
+            if self.warc is not None:
+                self.warc.close()
+            self.conn.close()
