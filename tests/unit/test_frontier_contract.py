@@ -332,6 +332,19 @@ class TestRedisFrontier(FrontierContract):
         assert (await asyncio.wait_for(waiting, 5)).url == "http://a.test/2"
         assert time.monotonic() - sent_at >= 0.3 - TOLERANCE_S
 
+    async def test_a_dead_workers_host_waits_an_interval_after_its_hold(self, make) -> None:
+        options = {"lease_timeout_s": 0.3, "auto_renew": False}
+        dead, other = await make(0.4, **options), await make(0.4, **options)
+        await dead.add([req("http://a.test/1")])
+        taken = await dead.frontier.next()
+        assert taken is not None
+        taken_at = time.monotonic()
+        dead.frontier.record_sent(taken.host, taken_at)  # and dies: no finish_host
+        again = await asyncio.wait_for(other.frontier.next(), 10)
+        assert again is not None and again.url == taken.url
+        # The request may have left as late as the hold's end: a whole interval after it.
+        assert time.monotonic() - taken_at >= 0.3 + 0.4 - TOLERANCE_S
+
     async def test_robots_answers_are_shared_by_profile_and_errors_within_the_job(
         self, make
     ) -> None:

@@ -54,7 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from trawler.frontier import redis_scripts as lua
-from trawler.politeness import HostSlot, PolitenessPolicy
+from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 CLOCK_SYNC_S = 30.0
@@ -174,7 +174,8 @@ class RedisFrontier:
         lease_ms, retry_ms = _ms(opts.lease_timeout_s), _ms(opts.busy_retry_s)
         while not self._closed:
             self._wake.clear()
-            reply = await self._run("NEXT", [self.worker_id, lease_ms, retry_ms, 100])
+            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args()]
+            reply = await self._run("NEXT", args)
             if reply[0] == 0:
                 return None
             if reply[0] == 2:
@@ -223,7 +224,8 @@ class RedisFrontier:
         lease_ms = _ms(self.options.lease_timeout_s)
         while True:
             if host not in self._held:
-                reply = await self._run("ACQUIRE", [self.worker_id, lease_ms, host])
+                args: list[str | int] = [self.worker_id, lease_ms, host, *self._gap_args()]
+                reply = await self._run("ACQUIRE", args)
                 if reply[0] == 1:
                     self._hold(host, *reply[1:])
                     break
@@ -367,6 +369,14 @@ class RedisFrontier:
         slot.health.consecutive_failures = int(failures or 0)
         slot.health.paused_until = self._to_local(float(paused_ms or 0))
         self._held[host] = slot
+
+    def _gap_args(self) -> list[int]:
+        """The job's interval before Crawl-delay and back-off, and its Crawl-delay cap:
+        the scripts keep the host's interval with each hold, so that when the worker
+        dies holding it, the host waits a full interval after the hold's end (a
+        request the worker sent just before its death is recorded nowhere)."""
+        policy = self.policy
+        return [_ms(policy.delay_s + SPACING_MARGIN_S), _ms(policy.max_crawl_delay_s)]
 
     def _local_slot(self, host: str) -> HostSlot:
         """The held host's slot; a throw-away one for a host not held (nothing to space)."""
