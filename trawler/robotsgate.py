@@ -1,6 +1,8 @@
 """The robots.txt gate of the crawl loop: one robots.txt per origin, fetched under
 the host's politeness slot before any other request to it, cached, and asked
-about every URL (RFC 9309; what each fetch outcome means is robotscache.py)."""
+about every URL (RFC 9309; what each fetch outcome means is robotscache.py).
+Fetches are also kept by the frontier: shared with a job's other workers, and
+across a restart; answers also with other jobs of the same fetch profile."""
 
 from __future__ import annotations
 

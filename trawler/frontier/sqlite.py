@@ -10,6 +10,8 @@ Durability lives in the ``urls`` table (see store/sqlite.py): every
 discovered URL is a row keyed by its fingerprint, queued until its page is
 committed. Leases are only in memory: after a crash every queued row is
 loaded again, so in-flight URLs are fetched again (at-least-once fetching).
+Each host's politeness state and the robots.txt fetches are kept across a
+restart as well (restart_state.py says how, and why that is exact after kill -9).
 The ``persist_*`` methods run on the backend's writer thread inside the
 commit transaction; everything else runs on the event loop.
 """
