@@ -8,6 +8,7 @@ FetchResult; fetch() never raises (except on cancellation).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -106,6 +107,20 @@ class Fetcher:
         self._resolver = resolver
         self._session: aiohttp.ClientSession | None = None
         self._default_timeout = self._timeout(config.timeout_s)
+        self._headers = {
+            "User-Agent": config.user_agent,
+            "Accept": _ACCEPT,
+            "Accept-Encoding": "gzip, deflate, br",
+        }
+
+    @property
+    def profile(self) -> str:
+        """What decides how a server answers this fetcher, as a short digest: the
+        headers it sends and whether it may reach private addresses. Answers are
+        shared (robots.txt between jobs) only between fetchers of one profile."""
+        reach = "private" if self._config.allow_private else "public"
+        text = "\n".join([reach, *(f"{k}: {v}" for k, v in sorted(self._headers.items()))])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     async def start(self) -> None:
         config = self._config
@@ -120,11 +135,7 @@ class Fetcher:
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            headers={
-                "User-Agent": config.user_agent,
-                "Accept": _ACCEPT,
-                "Accept-Encoding": "gzip, deflate, br",
-            },
+            headers=self._headers,
             timeout=self._default_timeout,
             auto_decompress=False,  # we decode ourselves, to cap the decoded size
             cookie_jar=aiohttp.DummyCookieJar(),  # no state between pages or hosts

@@ -118,3 +118,16 @@ class PageRecord:
     simhash: str | None = None  # 16 hex digits
     text_hash: str | None = None  # exact-duplicate key of the extracted text
     sitemap_lastmod: str | None = None  # <lastmod> from a sitemap, as given
+
+
+@dataclass(slots=True)
+class RobotsFetch:
+    """A robots.txt fetch as a cache keeps it beyond one process: for the other
+    workers of a job, and for the next run after a restart (robotscache.py says
+    what it means)."""
+
+    status: int | None  # None on a network error
+    error: str | None
+    body: bytes
+    fetched_at: float  # wall clock (time.time()): monotonic times end with the process
+    failures: int = 0  # consecutive unavailable answers, this one included

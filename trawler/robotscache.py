@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trawler import robots
-from trawler.records import FetchResult
+from trawler.records import FetchResult, RobotsFetch
 
 # RFC 9309 §2.4: crawlers SHOULD NOT use a cached robots.txt for more than 24 hours.
 CACHE_TTL_S = 24 * 3600.0
@@ -77,3 +77,21 @@ def entry_from_fetch(
     return RobotsEntry(
         rules, now, status, unavailable=True, failures=failures, retry_waits_s=retry_waits_s
     )
+
+
+def entry_from_kept(
+    kept: RobotsFetch,
+    user_agent: str,
+    now: float,
+    now_wall: float,
+    retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S,
+) -> RobotsEntry:
+    """The entry for a robots.txt fetched earlier, by another worker or before a
+    restart: its age carries over (a wall-clock time, made monotonic here), and so
+    does its count of unavailable answers, so the retry waits go on where they were."""
+    age_s = max(now_wall - kept.fetched_at, 0.0)  # another machine's clock may run ahead
+    result = FetchResult("", "", status=kept.status, error=kept.error, body=kept.body)
+    entry = entry_from_fetch(result, user_agent, now - age_s, None, retry_waits_s)
+    if entry.unavailable:
+        entry.failures = max(kept.failures, 1)
+    return entry

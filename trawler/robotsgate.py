@@ -1,6 +1,8 @@
 """The robots.txt gate of the crawl loop: one robots.txt per origin, fetched under
 the host's politeness slot before any other request to it, cached, and asked
-about every URL (RFC 9309; what each fetch outcome means is robotscache.py)."""
+about every URL (RFC 9309; what each fetch outcome means is robotscache.py).
+Fetches are also kept by the frontier: shared with a job's other workers, and
+across a restart; answers also with other jobs of the same fetch profile."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from functools import partial
 
 from trawler.fetch import Fetcher
 from trawler.frontier.base import Frontier
-from trawler.records import FetchResult
-from trawler.robotscache import CACHE_TTL_S, RobotsEntry, entry_from_fetch
+from trawler.records import FetchResult, RobotsFetch
+from trawler.robotscache import CACHE_TTL_S, RobotsEntry, entry_from_fetch, entry_from_kept
 from trawler.urls import origin
 
 
@@ -59,27 +61,34 @@ class RobotsGate:
     async def _fetch(
         self, site: str, host: str, frontier: Frontier, previous: RobotsEntry | None
     ) -> RobotsEntry:
-        """From the workers' shared cache if another fetched it, else over the network."""
-        shared = await self._shared(site, frontier)
-        result = shared or await self._download(site, host, frontier)
+        """From the frontier's robots.txt cache (fetched by another worker, or before a
+        restart) while it is fresh, else over the network."""
+        kept = await frontier.shared_robots(site, self.fetcher.profile)
+        if kept is not None:
+            entry = entry_from_kept(
+                kept, self.user_agent, time.monotonic(), time.time(), self.retry_waits_s
+            )
+            if not entry.expired(time.monotonic()):
+                self.counters["robots.shared"] += 1
+                return self._keep(site, host, frontier, entry)
+            if previous is None or previous.fetched_at < entry.fetched_at:
+                previous = entry  # the newer one: its failures count on
+        result = await self._download(site, host, frontier)
         entry = entry_from_fetch(
             result, self.user_agent, time.monotonic(), previous, self.retry_waits_s
         )
-        if shared is None:  # downloaded here: share it for as long as it is valid
-            ttl_s = entry.retry_at - entry.fetched_at if entry.unavailable else CACHE_TTL_S
-            await frontier.share_robots(site, result.status, result.error, result.body, ttl_s)
+        kept = RobotsFetch(result.status, result.error, result.body, time.time(), entry.failures)
+        ttl_s = entry.retry_at - entry.fetched_at if entry.unavailable else CACHE_TTL_S
+        # An answer is the server's and is shared by every job that asks alike (same
+        # profile); an error also depends on the job's own timeouts and on the moment.
+        job_only = result.error is not None
+        await frontier.share_robots(site, self.fetcher.profile, kept, ttl_s, job_only=job_only)
+        return self._keep(site, host, frontier, entry)
+
+    def _keep(self, site: str, host: str, frontier: Frontier, entry: RobotsEntry) -> RobotsEntry:
         self._entries[site] = entry
         frontier.set_crawl_delay(host, entry.rules.crawl_delay)
         return entry
-
-    async def _shared(self, site: str, frontier: Frontier) -> FetchResult | None:
-        shared = await frontier.shared_robots(site)
-        if shared is None:
-            return None
-        status, error, body = shared
-        self.counters["robots.shared"] += 1
-        return FetchResult(site + "/robots.txt", site + "/robots.txt", status=status,
-                           error=error, body=body)  # fmt: skip
 
     async def _download(self, site: str, host: str, frontier: Frontier) -> FetchResult:
         await frontier.wait_host_ready(host)

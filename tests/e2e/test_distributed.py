@@ -16,10 +16,13 @@ from tests.servers import start_redis
 TRAWLER = [sys.executable, "-m", "trawler"]
 
 
-def submit(served: Served, redis: str, postgres: str, *args: str) -> str:
+def submit(
+    served: Served, redis: str, postgres: str, *args: str, allow_private: bool = True
+) -> str:
+    private = ["--allow-private"] if allow_private else []
     out = subprocess.run(
         [*TRAWLER, "submit", *served.seeds, "--redis", redis, "--postgres", postgres,
-         "--allow-private", "--scope", "any", "--no-sitemaps", *args],
+         *private, "--scope", "any", "--no-sitemaps", *args],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -118,3 +121,49 @@ def test_redis_restart_mid_crawl(tmp_path: Path, fresh_postgres_url: str) -> Non
         served.process.terminate()
         redis.stop()
     assert_complete_once(served, fresh_postgres_url, job)
+
+
+def test_robots_txt_of_one_job_does_not_leak_into_another(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """A job that may not fetch private addresses learns `private_address` for the
+    loopback site's robots.txt; a later job that may must not inherit that answer."""
+    served = start_testsite(tmp_path, hosts=2, pages=8)
+    try:
+        guarded = submit(served, redis_url, fresh_postgres_url, "--delay", "0.05",
+                         allow_private=False)  # fmt: skip
+        wait_all([start_worker(tmp_path, redis_url, fresh_postgres_url)])
+        errors = {row["error"] for row in exported(fresh_postgres_url, guarded)}
+        assert errors == {"private_address"}  # the premise: job A was refused the site
+        job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.05")
+        wait_all([start_worker(tmp_path, redis_url, fresh_postgres_url)])
+    finally:
+        served.process.terminate()
+    assert_complete_once(served, fresh_postgres_url, job)
+    assert all(row["error"] != "private_address" for row in exported(fresh_postgres_url, job))
+
+
+def test_worker_killed_right_after_a_request_keeps_the_host_interval(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """A worker's request leaves no trace in Redis until it finishes with the host; when
+    it dies right after one, its replacement must still wait the interval from it."""
+    from tests.e2e.test_restart_politeness import wait_for_page_requests
+
+    delay_s = 3.0
+    served = start_testsite(tmp_path, hosts=2, pages=8)
+    seen = 0
+    try:
+        submit(served, redis_url, fresh_postgres_url, "--delay", str(delay_s))
+        for _ in range(2):  # the lease times out well within the interval
+            worker = start_worker(tmp_path, redis_url, fresh_postgres_url, "--lease-timeout", "2")
+            seen = wait_for_page_requests(served, seen, more=2)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(30)
+    finally:
+        served.process.terminate()
+    log = served.log()
+    gaps = min_interval_by_host(log)
+    assert len(gaps) == 2 and min(gaps.values()) >= delay_s - CLOCK_SLACK_S, gaps
+    robots = [e for e in log if e["path"] == "/robots.txt"]
+    assert len(robots) == 2  # once per host: the replacement reads it from Redis

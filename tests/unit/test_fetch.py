@@ -543,3 +543,15 @@ async def test_content_type_parsed_from_response(server: TestServer) -> None:
 )
 def test_parse_content_type(value: str | None, expected: tuple[str | None, str | None]) -> None:
     assert parse_content_type(value) == expected
+
+
+def test_profile_differs_by_what_decides_a_servers_answer() -> None:
+    """Shared robots.txt is keyed by the profile: the User-Agent and the reach count;
+    options that do not change the request (the delay) do not."""
+
+    def profile(**settings: Any) -> str:
+        return Fetcher(CrawlConfig(**settings)).profile
+
+    assert profile() == profile(delay_s=5.0)
+    assert profile() != profile(allow_private=True)
+    assert profile() != profile(user_agent="OtherBot/1.0")

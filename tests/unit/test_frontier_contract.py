@@ -21,7 +21,7 @@ from trawler.dedup import url_fingerprint
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
-from trawler.records import CrawlRequest
+from trawler.records import CrawlRequest, RobotsFetch
 from trawler.store.sqlite import connect
 from trawler.urls import host_key
 
@@ -331,6 +331,33 @@ class TestRedisFrontier(FrontierContract):
         await one.frontier.finish_host(first.host)
         assert (await asyncio.wait_for(waiting, 5)).url == "http://a.test/2"
         assert time.monotonic() - sent_at >= 0.3 - TOLERANCE_S
+
+    async def test_a_dead_workers_host_waits_an_interval_after_its_hold(self, make) -> None:
+        options = {"lease_timeout_s": 0.3, "auto_renew": False}
+        dead, other = await make(0.4, **options), await make(0.4, **options)
+        await dead.add([req("http://a.test/1")])
+        taken = await dead.frontier.next()
+        assert taken is not None
+        taken_at = time.monotonic()
+        dead.frontier.record_sent(taken.host, taken_at)  # and dies: no finish_host
+        again = await asyncio.wait_for(other.frontier.next(), 10)
+        assert again is not None and again.url == taken.url
+        # The request may have left as late as the hold's end: a whole interval after it.
+        assert time.monotonic() - taken_at >= 0.3 + 0.4 - TOLERANCE_S
+
+    async def test_robots_answers_are_shared_by_profile_and_errors_within_the_job(
+        self, make
+    ) -> None:
+        site, refused_site = "http://a.test", "http://b.test"
+        answer = RobotsFetch(200, None, b"User-agent: *\nDisallow: /x\n", time.time())
+        refused = RobotsFetch(None, "private_address", b"", time.time(), failures=0)
+        job1, job1_other, job2 = await make(), await make(), await make(job_id="job2")
+        await job1.frontier.share_robots(site, "p1", answer, 60, job_only=False)
+        await job1.frontier.share_robots(refused_site, "p1", refused, 60, job_only=True)
+        assert await job2.frontier.shared_robots(site, "p1") == answer
+        assert await job2.frontier.shared_robots(site, "p2") is None  # other headers or reach
+        assert await job1_other.frontier.shared_robots(refused_site, "p1") == refused
+        assert await job2.frontier.shared_robots(refused_site, "p1") is None
 
     async def test_survives_a_redis_restart(self, make, own_redis: RedisServer) -> None:
         h = await make()

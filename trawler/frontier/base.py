@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from trawler.records import CrawlRequest
+from trawler.records import CrawlRequest, RobotsFetch
 
 
 class Frontier(Protocol):
@@ -53,15 +53,16 @@ class Frontier(Protocol):
     async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         """Return a leased URL unacknowledged; its host waits ``delay_s`` more."""
 
-    async def shared_robots(self, site: str) -> tuple[int | None, str | None, bytes] | None:
-        """robots.txt of ``site`` as another worker fetched it: (status, error, body).
-
-        None when not shared (the embedded frontier has one process, no sharing)."""
+    async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
+        """robots.txt of ``site`` as fetched before, by another worker or an earlier
+        run, while it is kept; only a fetch made with the same ``profile``
+        (Fetcher.profile: the request headers, the reach of the private-address guard)."""
 
     async def share_robots(
-        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+        self, site: str, profile: str, fetch: RobotsFetch, ttl_s: float, *, job_only: bool
     ) -> None:
-        """Offer a fetched robots.txt to the other workers for ``ttl_s`` seconds."""
+        """Keep a fetched robots.txt for ``ttl_s`` seconds: for this job's other
+        workers and later runs, and unless ``job_only`` for other jobs of that profile."""
 
     def close(self) -> None:
         """Stop handing out URLs; a waiting ``next()`` returns None."""

@@ -14,7 +14,10 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
     trawler:{job}:lease_exp     ZSET  fp -> lease expiry (ms)
     trawler:{job}:held          ZSET  host -> hold expiry, for hosts this job holds
     trawler:{job}:queued, :seq  counters
+    trawler:{job}:robots:<profile>:<origin>  HASH  a robots.txt fetch that failed (TTL)
     trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
+    trawler:robots:<profile>:<origin>  HASH  a robots.txt answer, for every job whose
+                                      fetcher has that profile (headers, reach) (TTL)
     trawler:workers             HASH  worker id -> JSON heartbeat
 
 While a worker holds a host, the host's politeness state lives in a local
@@ -41,7 +44,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -51,10 +54,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from trawler.frontier import redis_scripts as lua
-from trawler.politeness import HostSlot, PolitenessPolicy
-from trawler.records import CrawlRequest
+from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
+from trawler.records import CrawlRequest, RobotsFetch
 
 CLOCK_SYNC_S = 30.0
+_ROBOTS_FIELDS = ("status", "error", "body", "fetched_at", "failures")
 MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
 STATS_REFRESH_S = 1.0
 
@@ -170,7 +174,8 @@ class RedisFrontier:
         lease_ms, retry_ms = _ms(opts.lease_timeout_s), _ms(opts.busy_retry_s)
         while not self._closed:
             self._wake.clear()
-            reply = await self._run("NEXT", [self.worker_id, lease_ms, retry_ms, 100])
+            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args()]
+            reply = await self._run("NEXT", args)
             if reply[0] == 0:
                 return None
             if reply[0] == 2:
@@ -219,7 +224,8 @@ class RedisFrontier:
         lease_ms = _ms(self.options.lease_timeout_s)
         while True:
             if host not in self._held:
-                reply = await self._run("ACQUIRE", [self.worker_id, lease_ms, host])
+                args: list[str | int] = [self.worker_id, lease_ms, host, *self._gap_args()]
+                reply = await self._run("ACQUIRE", args)
                 if reply[0] == 1:
                     self._hold(host, *reply[1:])
                     break
@@ -276,31 +282,36 @@ class RedisFrontier:
         return self._stats[2]
 
     # -- leases, heartbeats, stats -----------------------------------------------
-    async def shared_robots(self, site: str) -> tuple[int | None, str | None, bytes] | None:
+    async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """The robots.txt another worker fetched for ``site``, while it is fresh."""
-        found = await self.redis.hmget(self._robots_key(site), "status", "error", "body")
-        status_raw, error_raw, body = cast(list[bytes | None], found)  # no decode_responses
-        if body is None:
-            return None
-        status = int(status_raw) if status_raw else None
-        return status, error_raw.decode() if error_raw else None, body
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_only in (False, True):
+                pipe.hmget(self._robots_key(site, profile, job_only), *_ROBOTS_FIELDS)
+            replies = await pipe.execute()
+        for status, error, body, fetched_at, failures in replies:  # no decode_responses
+            if body is not None:
+                return RobotsFetch(
+                    int(status) if status else None, error.decode() if error else None, body,
+                    float(fetched_at or 0), int(failures or 0),
+                )  # fmt: skip
+        return None
 
     async def share_robots(
-        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+        self, site: str, profile: str, fetch: RobotsFetch, ttl_s: float, *, job_only: bool
     ) -> None:
-        key = self._robots_key(site)
-        fields: dict[FieldT, EncodableT] = {
-            "status": "" if status is None else status,
-            "error": error or "",
-            "body": body,
-        }
+        key = self._robots_key(site, profile, job_only)
+        values = ("" if fetch.status is None else fetch.status, fetch.error or "", fetch.body,
+                  repr(fetch.fetched_at), fetch.failures)  # fmt: skip
+        mapping: dict[FieldT, EncodableT] = dict(zip(_ROBOTS_FIELDS, values, strict=True))
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=fields)
+            pipe.hset(key, mapping=mapping)
             pipe.pexpire(key, max(1, _ms(ttl_s)))
             await pipe.execute()
 
-    def _robots_key(self, site: str) -> str:
-        return f"{self.options.prefix}:robots:{site}"  # per origin, shared by all jobs
+    def _robots_key(self, site: str, profile: str, job_only: bool) -> str:
+        """Answers are shared by every job of the same fetch profile; errors stay in the job."""
+        scope = self._jp if job_only else f"{self.options.prefix}:"
+        return f"{scope}robots:{profile}:{site}"
 
     @property
     def current_host(self) -> str | None:
@@ -358,6 +369,14 @@ class RedisFrontier:
         slot.health.consecutive_failures = int(failures or 0)
         slot.health.paused_until = self._to_local(float(paused_ms or 0))
         self._held[host] = slot
+
+    def _gap_args(self) -> list[int]:
+        """The job's interval before Crawl-delay and back-off, and its Crawl-delay cap:
+        the scripts keep the host's interval with each hold, so that when the worker
+        dies holding it, the host waits a full interval after the hold's end (a
+        request the worker sent just before its death is recorded nowhere)."""
+        policy = self.policy
+        return [_ms(policy.delay_s + SPACING_MARGIN_S), _ms(policy.max_crawl_delay_s)]
 
     def _local_slot(self, host: str) -> HostSlot:
         """The held host's slot; a throw-away one for a host not held (nothing to space)."""

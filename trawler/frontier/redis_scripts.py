@@ -38,6 +38,22 @@ end
 local function host_next(host)
   return tonumber(redis.call('HGET', hp .. host, 'next') or 0)
 end
+-- The interval a holder keeps with its hold (politeness.interval_s: the job's
+-- --delay plus margin, the capped Crawl-delay, the back-off), for end_dead_hold.
+local function hold_gap(hkey, base_ms, max_crawl_delay_ms)
+  local h = redis.call('HMGET', hkey, 'crawl_delay', 'backoff')
+  local crawl_delay_ms = math.min((tonumber(h[1]) or 0) * 1000, tonumber(max_crawl_delay_ms))
+  return n2s(math.max(tonumber(base_ms), crawl_delay_ms) + (tonumber(h[2]) or 0) * 1000)
+end
+-- A hold that expired: its worker died (or stalled) and may have sent a request
+-- that it never recorded, at the latest when the hold ended: space from there.
+local function end_dead_hold(hkey)
+  local h = redis.call('HMGET', hkey, 'next', 'until', 'gap')
+  local next_at = math.max(tonumber(h[1] or 0), tonumber(h[2] or 0) + tonumber(h[3] or 0))
+  redis.call('HSET', hkey, 'next', n2s(next_at))
+  redis.call('HDEL', hkey, 'owner', 'job', 'until', 'gap')
+  return next_at
+end
 -- A URL goes back to the front of its depth level in its host's queue.
 local function requeue(payload, now)
   local r = cjson.decode(payload)
@@ -66,9 +82,7 @@ local function reclaim(now, limit)
     redis.call('ZREM', jp .. 'held', host)
     local hkey = hp .. host
     local h = redis.call('HMGET', hkey, 'job', 'until')
-    if h[1] == ARGV[3] and tonumber(h[2] or 0) <= now then
-      redis.call('HDEL', hkey, 'owner', 'job', 'until')
-    end
+    if h[1] == ARGV[3] and tonumber(h[2] or 0) <= now then end_dead_hold(hkey) end
     if redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
       schedule(host, math.max(now, host_next(host)))
     end
@@ -76,7 +90,7 @@ local function reclaim(now, limit)
 end
 """
 
-# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit
+# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms
 # -> {0} done | {1, wait_ms} (-1: nothing ready) | {2, payload, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
@@ -100,7 +114,9 @@ for _ = 1, 16 do
   local hkey = hp .. host
   local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', unpack(HEALTH))
   local next_at = tonumber(h[3] or 0)
-  if h[1] and tonumber(h[2] or 0) > now then
+  local held = h[1] and tonumber(h[2] or 0) > now
+  if h[1] and not held then next_at = end_dead_hold(hkey) end
+  if held then
     -- held by another job or by acquire_host: look again a little later
     redis.call('ZADD', jp .. 'ready', n2s(now + busy_retry_ms), host)
   elseif next_at > now then
@@ -111,7 +127,8 @@ for _ = 1, 16 do
     if #item > 0 then
       redis.call('DECR', jp .. 'queued')
       local expires = n2s(now + lease_ms)
-      redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires)
+      local gap = hold_gap(hkey, ARGV[8], ARGV[9])
+      redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires, 'gap', gap)
       redis.call('ZADD', jp .. 'held', expires, host)
       local payload = item[1]
       local fp = string.match(payload, '^%["(%-?%d+)"')
@@ -125,7 +142,8 @@ return {1, 0}
 """
 )
 
-# ARGV: jp, hp, job, worker, lease_ms, host -> {1, next, crawl_delay, health...} | {0, wait_ms}
+# ARGV: jp, hp, job, worker, lease_ms, host, gap_ms, max_crawl_delay_ms
+# -> {1, next, crawl_delay, health...} | {0, wait_ms}
 ACQUIRE = (
     PRELUDE
     + """
@@ -134,11 +152,14 @@ local now = now_ms()
 local hkey = hp .. host
 local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', unpack(HEALTH))
 if h[1] and tonumber(h[2] or 0) > now then return {0, tonumber(h[2]) - now} end
+local next_at = tonumber(h[3] or 0)
+if h[1] then next_at = end_dead_hold(hkey) end
 local expires = n2s(now + tonumber(ARGV[5]))
-redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires)
+local gap = hold_gap(hkey, ARGV[7], ARGV[8])
+redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires, 'gap', gap)
 redis.call('ZADD', jp .. 'held', expires, host)
 redis.call('ZREM', jp .. 'ready', host)
-return {1, tonumber(h[3] or 0), h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
+return {1, next_at, h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
 """
 )
 
@@ -156,7 +177,7 @@ redis.call('HSET', hkey, 'next', n2s(next_at), 'backoff', ARGV[8], 'failures', A
 if ARGV[7] ~= '-' then redis.call('HSET', hkey, 'crawl_delay', ARGV[7]) end
 local ours = h[2] == worker
 if ours then
-  redis.call('HDEL', hkey, 'owner', 'job', 'until')
+  redis.call('HDEL', hkey, 'owner', 'job', 'until', 'gap')
   redis.call('ZREM', jp .. 'held', host)
 end
 -- a host taken over after our hold expired is scheduled by its new holder

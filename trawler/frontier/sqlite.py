@@ -10,6 +10,8 @@ Durability lives in the ``urls`` table (see store/sqlite.py): every
 discovered URL is a row keyed by its fingerprint, queued until its page is
 committed. Leases are only in memory: after a crash every queued row is
 loaded again, so in-flight URLs are fetched again (at-least-once fetching).
+Each host's politeness state and the robots.txt fetches are kept across a
+restart as well (restart_state.py says how, and why that is exact after kill -9).
 The ``persist_*`` methods run on the backend's writer thread inside the
 commit transaction; everything else runs on the event loop.
 """
@@ -23,8 +25,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 
+from trawler.frontier.restart_state import RestartState
 from trawler.politeness import HostSlot, PolitenessPolicy
-from trawler.records import CrawlRequest
+from trawler.records import CrawlRequest, RobotsFetch
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 
 # (depth, sequence, request): the per-host queue order.
@@ -46,16 +49,29 @@ class SqliteFrontier:
         self._leased = 0
         self._closed = False
         self._changed = asyncio.Event()
+        self._kept = RestartState(clock)
 
     # -- durable side (writer thread) -------------------------------------------
     def load(self, conn: sqlite3.Connection) -> None:
-        """Rebuild the seen set and the queues from the database (start/resume)."""
+        """Rebuild the seen set, the host slots and the queues from the database
+        (start/resume); slots first, so each host is scheduled at its restored time."""
         self._seen.update(fp for (fp,) in conn.execute("SELECT fp FROM urls"))
         rows = conn.execute(
             "SELECT url, depth, parent_url, host, fp, attempts, kind, lastmod FROM urls"
             f" WHERE state = {QUEUED}"
         )
-        self.enqueue([CrawlRequest(*row) for row in rows])
+        queued = [CrawlRequest(*row) for row in rows]
+        self._kept.load(conn, self._slot, self.policy, {r.host for r in queued})
+        self.enqueue(queued)
+
+    def persist_hosts(self, conn: sqlite3.Connection) -> None:
+        """Host politeness and robots.txt state noted since the last commit (restart_state.py)."""
+        self._kept.persist(conn)
+
+    def persist_stopped(self, conn: sqlite3.Connection) -> None:
+        """At close: with no host busy, every request is recorded: a resume needs no extra wait."""
+        if self.active_hosts == 0:
+            self._kept.persist_stopped(conn)
 
     @staticmethod
     def persist_new(conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
@@ -128,12 +144,16 @@ class SqliteFrontier:
         return None
 
     def record_sent(self, host: str, sent_at: float) -> None:
-        self.policy.after_request(self._slot(host), sent_at)
+        slot = self._slot(host)
+        self.policy.after_request(slot, sent_at)
+        self._kept.note_host(slot)
 
     def record_response(
         self, host: str, status: int | None, error: str | None, retry_after_s: float | None
     ) -> None:
-        self.policy.after_response(self._slot(host), status, error, retry_after_s, self.clock())
+        slot = self._slot(host)
+        self.policy.after_response(slot, status, error, retry_after_s, self.clock())
+        self._kept.note_host(slot)
 
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
         """Keep the lease, and queue the URL again after ``delay_s`` (its host is not delayed)."""
@@ -170,19 +190,24 @@ class SqliteFrontier:
     async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         slot = self._slot(request.host)
         slot.next_allowed_at = max(slot.next_allowed_at, self.clock() + delay_s)
+        self._kept.note_host(slot)
         self._leased -= 1
         self.enqueue([request])
 
     def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
-        self.policy.set_crawl_delay(self._slot(host), crawl_delay_s)
+        slot = self._slot(host)
+        self.policy.set_crawl_delay(slot, crawl_delay_s)
+        self._kept.note_host(slot)
 
-    async def shared_robots(self, site: str) -> None:
-        return None  # one process: the robots gate's own cache is all there is
+    async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
+        """One process: only what an earlier run kept (the gate caches the rest)."""
+        return self._kept.take_robots(site, profile)
 
     async def share_robots(
-        self, site: str, status: int | None, error: str | None, body: bytes, ttl_s: float
+        self, site: str, profile: str, fetch: RobotsFetch, ttl_s: float, *, job_only: bool
     ) -> None:
-        return None
+        """Kept for the next run; the data directory holds one job, so job_only is moot."""
+        self._kept.note_robots(site, profile, fetch)
 
     def close(self) -> None:
         self._closed = True

@@ -108,6 +108,7 @@ class EmbeddedBackend:
             position = self.warc.position()
             if position is not None:
                 self.store.set_warc_position(*position)
+            self.frontier.persist_hosts(self.conn)
 
     def _store_outcomes(self, outcomes: list[UrlOutcome]) -> None:
         """All outcomes at once; one at a time when a row is rejected, to find its page."""
@@ -146,9 +147,13 @@ class EmbeddedBackend:
         )
 
     def _close(self) -> None:
-        if self.warc is not None:
-            self.warc.close()
-        self.conn.close()
+        try:
+            if self.frontier is not None:
+                self.frontier.persist_stopped(self.conn)
+        finally:
+            if self.warc is not None:
+                self.warc.close()
+            self.conn.close()
 
 
 @contextmanager

@@ -89,6 +89,28 @@ CREATE TABLE IF NOT EXISTS warc_files (
     name TEXT PRIMARY KEY,
     committed_bytes INTEGER NOT NULL -- size of the file at the last commit
 );
+-- Kept across restarts (frontier/restart_state.py); times are wall-clock seconds.
+CREATE TABLE IF NOT EXISTS hosts (
+    host TEXT PRIMARY KEY,
+    last_sent_at REAL,              -- when the last request's headers left
+    next_allowed_at REAL NOT NULL,  -- no request may start before this
+    crawl_delay_s REAL,             -- from robots.txt, already capped
+    backoff_s REAL NOT NULL,        -- extra interval after 429/503
+    failures INTEGER NOT NULL,      -- consecutive failures
+    paused_until REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS robots (
+    site TEXT NOT NULL,             -- origin: scheme://host:port
+    profile TEXT NOT NULL,          -- Fetcher.profile of the fetch (headers, reach)
+    status INTEGER, error TEXT, body BLOB NOT NULL,
+    fetched_at REAL NOT NULL,
+    failures INTEGER NOT NULL,      -- consecutive unavailable answers
+    PRIMARY KEY (site, profile)
+);
+CREATE TABLE IF NOT EXISTS frontier_state (
+    name TEXT PRIMARY KEY,          -- run: running, or stopped (cleanly)
+    value TEXT NOT NULL
+);
 """
 
 
