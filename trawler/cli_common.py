@@ -94,5 +94,8 @@ def run_connected(coroutine: Any) -> Any:
         if service is not None:
             fail(f"{service}: {exc}", EXIT_FAILED)
         if isinstance(exc, OSError):  # ConnectionError included
-            fail(f"cannot reach the server: {exc}", EXIT_FAILED)
+            from trawler.store.postgres import PostgresUnavailable
+
+            named = isinstance(exc, PostgresUnavailable)  # says which server and why
+            fail(str(exc) if named else f"cannot reach the server: {exc}", EXIT_FAILED)
         raise

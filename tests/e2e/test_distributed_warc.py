@@ -58,19 +58,3 @@ def test_worker_named_by_worker_id_killed_with_9(
     assert_complete_once(served, fresh_postgres_url, job)
     assert not list(warc_dir.glob("*.open"))
     assert_rows_point_at_records(warc_dir, exported(fresh_postgres_url, job))
-
-
-def test_repair_leaves_a_live_workers_file_alone(tmp_path: Path) -> None:
-    """A file still being written (its writer holds the lock) is not touched by repair."""
-    from trawler.store.distributed import repair_dead_workers_warc
-    from trawler.store.warc import WarcWriter
-
-    writer = WarcWriter(tmp_path, prefix="trawler-anything")
-    writer._rotate()
-    writer.flush()
-    (open_file,) = tmp_path.glob("*.open")
-    size = open_file.stat().st_size
-    assert repair_dead_workers_warc(tmp_path) == []
-    assert open_file.exists() and open_file.stat().st_size == size
-    writer.close()
-    assert not list(tmp_path.glob("*.open"))

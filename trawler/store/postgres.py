@@ -97,6 +97,10 @@ _INSERT_ATTEMPT = (
 )
 
 
+class PostgresUnavailable(ConnectionError):
+    """PostgreSQL cannot be used; the message says why (refused, no such database, …)."""
+
+
 class SchemaTooNew(RuntimeError):
     """The database was migrated by a newer Trawler than this one."""
 
@@ -156,10 +160,14 @@ class PostgresStore:
         """Open a pool on ``url`` (``postgresql://…``) and migrate the schema.
 
         One direct connection first: a server that refuses, a missing database
-        or a bad password raises ``psycopg.OperationalError`` with the cause at
-        once, where the pool would retry until ``timeout_s``.
+        or a bad password raises ``PostgresUnavailable`` with the cause at once,
+        where the pool would retry, logging warnings, until ``timeout_s``.
         """
-        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(timeout_s)))
+        try:
+            wait_s = max(1, int(timeout_s))
+            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=wait_s)
+        except psycopg.OperationalError as exc:
+            raise PostgresUnavailable(f"cannot connect to PostgreSQL: {exc}") from None
         await probe.close()
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=max_connections, open=False,
@@ -171,7 +179,8 @@ class PostgresStore:
                 await migrate(conn)
         except PoolTimeout:
             await pool.close()
-            raise ConnectionError(f"cannot connect to PostgreSQL within {timeout_s:g} s") from None
+            message = f"cannot connect to PostgreSQL within {timeout_s:g} s"
+            raise PostgresUnavailable(message) from None
         except BaseException:
             await pool.close()
             raise

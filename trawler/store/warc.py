@@ -151,8 +151,8 @@ class WarcWriter:
             # process never takes a file that is being finished.
             _finish(self.directory / (self._name + OPEN_SUFFIX))
         finally:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            file.close()
 
     def _rotate(self) -> None:
         self.close()
