@@ -69,7 +69,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         postgres: PostgresOpt,
         warc_dir: Annotated[Path, typer.Option(help="Directory for this worker's WARC files.")] = Path("warc"),
         exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once no job has work left.")] = False,
-        worker_id: Annotated[str | None, typer.Option(help="Name in `trawler workers` [host-pid].")] = None,
+        worker_id: Annotated[str | None, typer.Option(callback=_check_worker_id, help="Name in `trawler workers` and of its WARC files [host-pid].")] = None,
         lease_timeout: Annotated[float, typer.Option(min=1, help="Seconds before a dead worker's URLs are handed out again.")] = 60.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ) -> None:  # fmt: skip
@@ -104,6 +104,13 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
                            f"host {status.current_host or '-'}  seen {status.age_s:.1f}s ago")  # fmt: skip
         if not found and not as_json:
             typer.echo("no workers")
+
+
+def _check_worker_id(value: str | None) -> str | None:
+    """It names the worker's WARC files and its Redis heartbeat field."""
+    if value is not None and (not value or "/" in value or any(c.isspace() for c in value)):
+        raise typer.BadParameter(f"{value!r}: a worker id has no spaces or '/'")
+    return value
 
 
 async def _run_worker(worker: Any) -> int | None:

@@ -125,6 +125,14 @@ def test_malformed_server_urls_are_bad_options(args: list[str]) -> None:
     assert "--redis" in line or "--postgres" in line
 
 
+@pytest.mark.parametrize("worker_id", ["a b", "a/b", ""])
+def test_unusable_worker_id_is_a_bad_option(tmp_path: Path, worker_id: str) -> None:
+    out = run_trawler("worker", "--redis", "redis://127.0.0.1:9/0", "--postgres",
+                      "postgresql://127.0.0.1:9/x", "--warc-dir", str(tmp_path / "w"),
+                      "--worker-id", worker_id, timeout=30)  # fmt: skip
+    assert "--worker-id" in assert_one_line_error(out, 2)
+
+
 def _unreachable_commands(redis: str, postgres: str, tmp: Path) -> list[list[str]]:
     return [
         ["stats", "--postgres", postgres],
