@@ -14,12 +14,15 @@ of the links stays in the loop, which owns the robots cache.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -95,7 +98,9 @@ def _unflatten(flat: tuple) -> Analysis:
 
 def _exit_with_parent(parent_pid: int) -> None:
     """Pool worker start-up: leave when the crawler dies (kill -9 included), instead
-    of waiting forever on a queue nobody will write to."""
+    of waiting forever on a queue nobody will write to. Ctrl-C is the parent's to
+    handle: it stops the crawl, which shuts the pool down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent_pid:
@@ -108,6 +113,19 @@ def _exit_with_parent(parent_pid: int) -> None:
 def default_processes() -> int:
     """One analysis process per spare core (the crawl loop keeps one), at most 4."""
     return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this process for the block (main thread only: elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 class AnalysisPool:
@@ -127,10 +145,19 @@ class AnalysisPool:
         # spawn: a clean child (not a fork of a process with threads and a loop),
         # and a direct child, so it can tell when the crawler is gone.
         context = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             self.processes, mp_context=context, initializer=_exit_with_parent,
             initargs=(os.getpid(),),
         )  # fmt: skip
+        with _sigint_ignored():
+            # Start every process now, SIGINT ignored: a child inherits that across
+            # exec and Python then installs no KeyboardInterrupt handler, so a
+            # Ctrl-C to the terminal's process group cannot interrupt a child even
+            # while it starts (before the initializer runs). One task each: the pool
+            # starts a process per task while none is idle.
+            for _ in range(self.processes):
+                pool.submit(os.getpid)
+        return pool
 
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         if self._pool is None or not result.body:

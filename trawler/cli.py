@@ -1,8 +1,9 @@
-"""The `trawler` command: crawl, export, stats, robots, testsite.
+"""The `trawler` command: crawl, robots, testsite (export, stats, search: cli_read.py;
+distributed commands: cli_dist.py).
 
 The CLI sits on top of everything and decides nothing about crawling; it
 turns options into a CrawlConfig, picks the data directory, and reports.
-Bad options print one line and exit with code 2.
+Errors are one line; exit codes are in cli_common.py.
 """
 
 from __future__ import annotations
@@ -14,19 +15,28 @@ import os
 import signal
 import sqlite3
 import sys
-from dataclasses import asdict
-from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
+from trawler.cli_common import (
+    DEFAULT_DATA,
+    EXIT_FAILED,
+    EXIT_SIGNAL_BASE,
+    Commands,
+    DataOpt,
+    ReaderGone,
+    fail,
+)
 from trawler.cli_dist import register as register_distributed
+from trawler.cli_read import register as register_read
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
 
 app = typer.Typer(
+    cls=Commands,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -34,27 +44,11 @@ app = typer.Typer(
     help="Trawler: a polite, fast, crash-safe web crawler.",
 )
 
-DataOpt = Annotated[
-    Path, typer.Option("--data", envvar="TRAWLER_DATA", help="Crawl data directory.")
-]
-DEFAULT_DATA = Path("trawler-data")
-
 
 class Scope(StrEnum):
     host = "host"
     domain = "domain"
     any = "any"
-
-
-class ExportFormat(StrEnum):
-    jsonl = "jsonl"
-    csv = "csv"
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr, then exit (2: bad usage or options)."""
-    typer.echo(f"trawler: error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 @app.command()
@@ -92,13 +86,15 @@ def crawl(
     """Crawl from seed URLs into DATA; resumes the unfinished job already in DATA."""
     from trawler.engine import Crawler
     from trawler.store.embedded import EmbeddedBackend
+    from trawler.store.sqlite import NotTrawlerData
 
     cli = cli_settings(ctx.params)
     new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
+    _lock = _lock_data_dir(data)  # held until this process ends: one writer per directory
     try:
         backend = EmbeddedBackend(data)
-    except (OSError, sqlite3.Error) as exc:
-        fail(f"cannot use data directory {data}: {exc}", 1)
+    except (OSError, sqlite3.Error, NotTrawlerData) as exc:
+        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
     job = backend.store.current_job()
     stored = job[1] if job else None
     try:
@@ -119,7 +115,7 @@ def crawl(
     with progress_reporter(quiet) as report:
         crawler = Crawler(cfg, backend, on_progress=report)
         try:
-            complete = asyncio.run(_run(crawler, stored_pages))
+            complete, stop_signal = asyncio.run(_run(crawler, stored_pages))
         except (OSError, sqlite3.Error) as exc:
             # Nothing committed is lost: the next `trawler crawl --data` resumes.
             fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
@@ -130,6 +126,8 @@ def crawl(
             f"{state}: {crawler.pages_stored} pages stored, {crawler.errors} errors in this run;"
             f" data in {data}", err=True,
         )  # fmt: skip
+    if not complete and stop_signal is not None:
+        raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
 
 
 # CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.
@@ -161,6 +159,9 @@ def _read_seeds_file(path: Path | None) -> list[str]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         fail(f"cannot read --seeds-file {path}: {exc.strerror}")
+    except UnicodeDecodeError as exc:
+        fail(f"--seeds-file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}"
+             f" at offset {exc.start})")  # fmt: skip
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -171,6 +172,17 @@ def _merge_seeds(old: list[str], new: list[str]) -> list[str]:
         if normalise(seed, ()) is None:
             fail(f"not an http(s) URL: {seed!r}")
     return list(dict.fromkeys(old + new))
+
+
+def _lock_data_dir(data: Path) -> Any:
+    from trawler.locks import DataDirBusy, lock_data_dir
+
+    try:
+        return lock_data_dir(data)
+    except DataDirBusy as exc:
+        fail(str(exc), EXIT_FAILED)
+    except OSError as exc:
+        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
 
 
 def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig) -> str:
@@ -190,160 +202,29 @@ def _finish_job(data: Path, job_id: str, state: str) -> None:
         conn.close()
 
 
-async def _run(crawler: Any, stored_pages: int) -> bool:
-    """Run the crawl; SIGINT/SIGTERM stop it cleanly, a second one cuts the grace short."""
+async def _run(crawler: Any, stored_pages: int) -> tuple[bool, int | None]:
+    """Run the crawl; SIGINT/SIGTERM stop it cleanly, a second one cuts the grace short.
+
+    Returns (complete, the number of the first signal received or None).
+    """
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
-    signals = 0
+    received: list[int] = []
 
-    def on_signal() -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        if len(received) == 1:
             crawler.stop()
         elif main_task is not None:
             main_task.cancel()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
-        return await crawler.run(stored_pages)
+        complete = await crawler.run(stored_pages)
     except asyncio.CancelledError:
-        return False
-
-
-@app.command()
-def export(
-    data: DataOpt = DEFAULT_DATA,
-    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
-    include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
-    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", help="Export a distributed job from PostgreSQL.")] = None,
-    job: Annotated[str | None, typer.Option("--job", help="The distributed job's id.")] = None,
-) -> None:  # fmt: skip
-    """Write one row per fetched URL (streaming) as JSON lines or CSV."""
-    from trawler.cli_dist import _connected, export_job
-    from trawler.export import write_export
-    from trawler.store.sqlite import connect
-
-    if (postgres is None) != (job is None):
-        fail("--postgres and --job go together")
-    conn = None
-    if postgres is None:
-        try:
-            conn = connect(data, readonly=True)
-        except FileNotFoundError as exc:
-            fail(str(exc))
-    out = open(output, "w", encoding="utf-8", newline="") if output else sys.stdout  # noqa: SIM115
-    try:
-        if conn is not None:
-            count = write_export(conn, out, format.value, include_noindex)
-        else:
-            assert postgres is not None and job is not None
-            count = _connected(fail, export_job(postgres, job, out, format.value, include_noindex))
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return
-    except KeyError:
-        fail(f"no job {job!r} in the database")
-    finally:
-        if output:
-            out.close()
-        if conn is not None:
-            conn.close()
-    if output:
-        typer.echo(f"{count} rows written to {output}", err=True)
-
-
-@app.command()
-def stats(
-    data: DataOpt = DEFAULT_DATA,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    redis: Annotated[
-        str | None,
-        typer.Option(
-            "--redis", envvar="TRAWLER_REDIS", help="Redis URL (distributed job's frontier)."
-        ),
-    ] = None,
-    postgres: Annotated[
-        str | None,
-        typer.Option(
-            "--postgres", envvar="TRAWLER_POSTGRES", help="PostgreSQL URL (distributed job)."
-        ),
-    ] = None,
-    job: Annotated[
-        str | None, typer.Option("--job", help="Distributed job id [the newest].")
-    ] = None,
-) -> None:
-    """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
-    from trawler.cli_dist import _connected, job_stats
-    from trawler.progress import print_stats
-    from trawler.store.sqlite import connect, read_stats
-
-    if postgres is not None:
-        try:
-            numbers = _connected(fail, job_stats(redis, postgres, job))
-        except KeyError as exc:
-            fail(f"no such job: {exc}")
-    else:
-        try:
-            conn = connect(data, readonly=True)
-        except FileNotFoundError as exc:
-            fail(str(exc))
-        numbers = read_stats(conn)
-        conn.close()
-    if as_json:
-        typer.echo(json.dumps(numbers, indent=2))
-    else:
-        print_stats(numbers)
-
-
-@app.command()
-def search(
-    query: Annotated[str, typer.Argument(help='Words (AND), "phrases", -excluded, prefix*.')],
-    data: DataOpt = DEFAULT_DATA,
-    limit: Annotated[int, typer.Option(min=1, max=10000, help="Results to show.")] = 10,
-    host: Annotated[str | None, typer.Option(help="Only pages of this host (host[:port]).")] = None,
-    since: Annotated[str | None, typer.Option(help="Fetched at or after this date (ISO 8601).")] = None,
-    until: Annotated[str | None, typer.Option(help="Fetched before this date (ISO 8601).")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-) -> None:  # fmt: skip
-    """Full-text search of the crawled pages (best match first; noindex and duplicates left out)."""
-    from trawler.progress import print_hits
-    from trawler.store.search import SearchIndexMissing
-    from trawler.store.search import search as run_search
-    from trawler.store.sqlite import connect
-
-    try:
-        conn = connect(data, readonly=True)
-    except FileNotFoundError as exc:
-        fail(str(exc))
-    try:
-        hits = run_search(
-            conn, query, limit, host, _epoch(since, "--since"), _epoch(until, "--until"), raw=raw
-        )
-    except (SearchIndexMissing, ValueError) as exc:
-        fail(str(exc))
-    finally:
-        conn.close()
-    if as_json:
-        for hit in hits:
-            typer.echo(json.dumps(asdict(hit), ensure_ascii=False))
-    else:
-        print_hits(hits)
-
-
-def _epoch(value: str | None, option: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        fail(f"invalid {option}: {value!r} is not an ISO 8601 date")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        complete = False
+    return complete, received[0] if received else None
 
 
 @app.command()
@@ -384,6 +265,7 @@ def testsite(
         fail(f"cannot listen on port {port}: {exc.strerror or exc}", 1)
 
 
+register_read(app)
 register_distributed(app, fail, cli_settings, _read_seeds_file)
 
 
@@ -394,12 +276,18 @@ def main() -> None:
     try:
         args = sys.argv[1:] or ["--help"]
         exit_code = command.main(args, prog_name="trawler", standalone_mode=False)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
     except typer.TyperException as exc:  # click's errors (vendored by Typer) derive from it
         code = getattr(exc, "exit_code", 2)
         message = " ".join(exc.format_message().split()) if code == 2 else exc.format_message()
         print(f"trawler: error: {message}" if code == 2 else message, file=sys.stderr)
         sys.exit(code)
-    except typer.Abort:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C outside the crawl loop
+        sys.exit(EXIT_SIGNAL_BASE + signal.SIGINT)
+    except (ReaderGone, BrokenPipeError):
+        # `trawler export | head`: the reader has what it wants. Point stdout at
+        # /dev/null so the flush at exit does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     # Without standalone mode click returns the code of typer.Exit instead of exiting.
     sys.exit(exit_code if isinstance(exit_code, int) else 0)

@@ -16,12 +16,27 @@ from typing import Annotated, Any
 
 import typer
 
+from trawler.cli_common import (
+    EXIT_SIGNAL_BASE,
+    check_postgres_url,
+    check_redis_url,
+    run_connected,
+)
+
 RedisOpt = Annotated[
-    str, typer.Option("--redis", envvar="TRAWLER_REDIS", help="Redis URL (redis://host:6379/0).")
-]
+    str,
+    typer.Option(
+        "--redis", envvar="TRAWLER_REDIS", callback=check_redis_url,
+        help="Redis URL (redis://host:6379/0).",
+    ),
+]  # fmt: skip
 PostgresOpt = Annotated[
-    str, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", help="PostgreSQL URL.")
-]
+    str,
+    typer.Option(
+        "--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url,
+        help="PostgreSQL URL.",
+    ),
+]  # fmt: skip
 
 
 def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: Any) -> None:
@@ -54,7 +69,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         postgres: PostgresOpt,
         warc_dir: Annotated[Path, typer.Option(help="Directory for this worker's WARC files.")] = Path("warc"),
         exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once no job has work left.")] = False,
-        worker_id: Annotated[str | None, typer.Option(help="Name in `trawler workers` [host-pid].")] = None,
+        worker_id: Annotated[str | None, typer.Option(callback=_check_worker_id, help="Name in `trawler workers` and of its WARC files [host-pid].")] = None,
         lease_timeout: Annotated[float, typer.Option(min=1, help="Seconds before a dead worker's URLs are handed out again.")] = 60.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ) -> None:  # fmt: skip
@@ -66,7 +81,9 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
                                 exit_when_idle, lease_timeout)  # fmt: skip
         with progress_reporter(quiet) as report:
-            _connected(fail, _run_worker(Worker(options, report)))
+            stop_signal = _connected(fail, _run_worker(Worker(options, report)))
+        if stop_signal is not None:
+            raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
 
     @app.command()
     def workers(
@@ -89,23 +106,31 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
             typer.echo("no workers")
 
 
-async def _run_worker(worker: Any) -> None:
+def _check_worker_id(value: str | None) -> str | None:
+    """It names the worker's WARC files and its Redis heartbeat field."""
+    if value is not None and (not value or "/" in value or any(c.isspace() for c in value)):
+        raise typer.BadParameter(f"{value!r}: a worker id has no spaces or '/'")
+    return value
+
+
+async def _run_worker(worker: Any) -> int | None:
+    """Run the worker; returns the number of the signal that stopped it, if one did."""
     loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        received.append(sig)
+        worker.stop()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, worker.stop)
+        loop.add_signal_handler(sig, on_signal, sig)
     await worker.run()
+    return received[0] if received else None
 
 
 def _connected(fail: Any, coroutine: Any) -> Any:
-    """Run a coroutine; a server that cannot be reached is a one-line error."""
-    try:
-        return asyncio.run(coroutine)
-    except (ConnectionError, OSError) as exc:
-        fail(f"cannot reach the server: {exc}", 1)
-    except Exception as exc:  # psycopg / redis errors name the server and the cause
-        if type(exc).__module__.split(".")[0] in ("psycopg", "psycopg_pool", "redis"):
-            fail(f"{type(exc).__name__}: {' '.join(str(exc).split())}", 1)
-        raise
+    """Run a coroutine; a server that cannot be used is a one-line error (exit 1)."""
+    return run_connected(coroutine)
 
 
 async def export_job(postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool) -> int:
@@ -125,7 +150,7 @@ async def export_job(postgres: str, job_id: str, out: Any, fmt: str, include_noi
 
 async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dict:
     from trawler.store.postgres import PostgresStore
-    from trawler.worker import job_work
+    from trawler.worker import job_frontier_stats
 
     store = await PostgresStore.connect(postgres)
     try:
@@ -138,7 +163,7 @@ async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dic
         stats = await store.read_stats(job_id)
         stats["job"] = {"id": job_id, "state": state, "seeds": config.seeds}
         if redis:
-            stats["urls_queued"], stats["urls_leased"] = await job_work(redis, job_id)
+            stats.update(await job_frontier_stats(redis, job_id))
         return stats
     finally:
         await store.close()

@@ -1,12 +1,20 @@
-"""Streaming export of page rows as JSON lines or CSV (memory flat in crawl size)."""
+"""Streaming export of page rows as JSON lines or CSV (memory flat in crawl size),
+and the output file that appears only when complete."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
+import os
+import secrets
 import sqlite3
+import stat
+from pathlib import Path
 from typing import TextIO
 
+from trawler.locks import create_locked, if_abandoned
 from trawler.store.sqlite import EXPORT_COLUMNS, iter_pages
 
 
@@ -35,3 +43,60 @@ def write_export(conn: sqlite3.Connection, out: TextIO, fmt: str, include_noinde
     for row in iter_pages(conn, include_noindex):
         writer.write(row)
     return writer.count
+
+
+class AtomicTextFile:
+    """A text file that appears at ``path`` only when complete.
+
+    Written beside ``path`` under a hidden temporary name, fsynced, then renamed
+    over it: a reader never sees a truncated file, a killed export leaves an
+    existing ``path`` as it was, and a failed one is discarded. The temporary
+    file is locked while written, so a later export removes those of dead
+    exports and leaves a running one's alone. ``path`` that is not a regular
+    file (``/dev/stdout``, a FIFO) is written in place.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._temp: Path | None = None
+        if path.exists() and not path.is_file():
+            self.file: TextIO = path.open("w", encoding="utf-8", newline="")
+            return
+        _remove_abandoned_temps(path)
+        self._temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        raw = create_locked(self._temp)
+        self.file = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+    def commit(self) -> None:
+        """Make the file durable and put it in place."""
+        if self._temp is None:
+            self.file.close()
+            return
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        with contextlib.suppress(FileNotFoundError):  # keep the old file's permissions
+            os.chmod(self._temp, stat.S_IMODE(self.path.stat().st_mode))
+        os.replace(self._temp, self.path)  # while still locked: no sweeper takes it
+        self.file.close()
+        _fsync_dir(self.path.parent)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        if self._temp is not None:
+            self._temp.unlink(missing_ok=True)
+
+
+def _remove_abandoned_temps(path: Path) -> None:
+    for temp in path.parent.glob(f".{path.name}.*.tmp"):
+        with if_abandoned(temp) as abandoned:
+            if abandoned:
+                temp.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

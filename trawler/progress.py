@@ -50,8 +50,17 @@ def progress_reporter(quiet: bool) -> Iterator[Callable[[Progress], None] | None
         yield lambda p: live.update(Text(progress_line(p)))
 
 
+class _StdoutConsole(Console):
+    """Rich exits 1 when stdout's reader leaves; every command ends the same way
+    instead (quietly, exit 0: see cli.main)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def print_stats(stats: dict[str, Any]) -> None:
-    console = Console(file=sys.stdout)
+    console = _StdoutConsole(file=sys.stdout)
     job = stats.get("job") or {}
     summary = Table(
         title=f"job {job.get('id', '-')} ({job.get('state', 'no job')})", show_header=False
@@ -59,7 +68,8 @@ def print_stats(stats: dict[str, Any]) -> None:
     for key in ("pages_stored", "pages_ok", "urls_discovered", "urls_queued", "hosts",
                 "bytes_downloaded", "pages_per_s"):  # fmt: skip
         if key in stats:
-            summary.add_row(key.replace("_", " "), f"{stats[key]:,}")
+            value = stats[key]  # None: not known without the job's frontier (--redis)
+            summary.add_row(key.replace("_", " "), "-" if value is None else f"{value:,}")
     console.print(summary)
     for title in ("status", "errors", "skipped", "counters"):
         if stats.get(title):
@@ -73,7 +83,7 @@ def print_hits(hits: list) -> None:  # list[SearchHit]
     """Search results as a table; matched terms in bold."""
     from trawler.store.search import split_highlights
 
-    console = Console(file=sys.stdout)
+    console = _StdoutConsole(file=sys.stdout)
     if not hits:
         console.print("no matches")
         return

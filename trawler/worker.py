@@ -47,16 +47,18 @@ async def submit_job(redis_url: str, postgres_url: str, config: CrawlConfig) -> 
     """Create the job in PostgreSQL and put its seeds into the shared frontier."""
     store = await PostgresStore.connect(postgres_url)
     try:
-        job_id = await store.create_job(config, state="running")
-        frontier = await _frontier(redis_url, job_id)
-        try:
-            normalise = Normaliser(config.tracking_params)
-            scope = Scope(config.scope, config.seeds)
-            links = LinkFilter(normalise, scope, TrapRules(), config.max_depth, lambda _u: None)
-            seeds = [links.request(u, 0, None) for s in config.seeds if (u := normalise(s))]
-            await frontier.commit(await frontier.filter_new(seeds), [])
-        finally:
-            await frontier.aclose()
+        # The job's row is committed only once its seeds are in Redis: a submit
+        # that fails half-way leaves no job for workers to find.
+        async with store.creating_job(config, state="running") as job_id:
+            frontier = await _frontier(redis_url, job_id)
+            try:
+                normalise = Normaliser(config.tracking_params)
+                scope = Scope(config.scope, config.seeds)
+                links = LinkFilter(normalise, scope, TrapRules(), config.max_depth, lambda _u: None)
+                seeds = [links.request(u, 0, None) for s in config.seeds if (u := normalise(s))]
+                await frontier.commit(await frontier.filter_new(seeds), [])
+            finally:
+                await frontier.aclose()
         return job_id
     finally:
         await store.close()
@@ -70,6 +72,17 @@ async def job_work(redis_url: str, job_id: str) -> tuple[int, int]:
         return queued, leased
     finally:
         await frontier.aclose()
+
+
+async def job_frontier_stats(redis_url: str, job_id: str) -> dict[str, int]:
+    """The shared frontier's numbers of a job, for `trawler stats`."""
+    frontier = await _frontier(redis_url, job_id)
+    try:
+        queued, leased, _hosts = await frontier.stats()
+        discovered = await frontier.urls_seen()
+    finally:
+        await frontier.aclose()
+    return {"urls_discovered": discovered, "urls_queued": queued, "urls_leased": leased}
 
 
 async def _pick_job(store: PostgresStore, redis_url: str) -> tuple[str, CrawlConfig] | None:
@@ -111,8 +124,7 @@ class Worker:
     async def run(self) -> None:
         options = self.options
         options.warc_dir.mkdir(parents=True, exist_ok=True)
-        for name in repair_dead_workers_warc(options.warc_dir):
-            log.info("repaired WARC file left by a crashed worker: %s", name)
+        _repair_warc(options.warc_dir)
         store = await PostgresStore.connect(options.postgres_url)
         try:
             while not self.stopping:
@@ -125,6 +137,9 @@ class Worker:
                 await self._crawl(store, *picked)
         finally:
             await store.close()
+            # Again on the way out: a peer killed during this run leaves its file
+            # whole for whoever reads the directory next, not only the next worker.
+            _repair_warc(options.warc_dir)
 
     async def _crawl(self, store: PostgresStore, job_id: str, config: CrawlConfig) -> None:
         log.info("worker %s: crawling job %s", self.options.worker_id, job_id)
@@ -147,6 +162,11 @@ class Worker:
 
 
 HEARTBEAT_S = 1.0
+
+
+def _repair_warc(warc_dir: Path) -> None:
+    for name in repair_dead_workers_warc(warc_dir):
+        log.info("repaired WARC file left by a crashed worker: %s", name)
 
 
 async def _beat(backend: DistributedBackend, worker: Worker, crawler: Crawler, base: int) -> None:

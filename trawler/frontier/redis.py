@@ -353,6 +353,17 @@ class RedisFrontier:
         await self._refresh_stats()
         return self._stats
 
+    async def urls_seen(self) -> int:
+        """Size of the job's seen set: every URL discovered (for `trawler stats`)."""
+        buckets = [key async for key in self.redis.scan_iter(match=self._jp + "seen:*", count=1000)]
+        total = 0
+        for start in range(0, len(buckets), 1000):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key in buckets[start : start + 1000]:
+                    pipe.hlen(key)
+                total += sum(await pipe.execute())
+        return total
+
     # -- internals ---------------------------------------------------------------
     async def _run(self, name: str, args: Sequence[str | bytes | int]) -> Any:
         script = self._scripts[name]

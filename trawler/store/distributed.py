@@ -102,15 +102,12 @@ class DistributedBackend:
 
 
 def repair_dead_workers_warc(warc_dir: Path) -> list[str]:
-    """Close WARC files left open by crashed workers of this machine (complete records kept).
+    """Close WARC files left open by crashed workers (complete records kept).
 
-    Worker ids default to ``hostname-pid``; a file whose writer's process is gone
-    is repaired, one whose writer still runs (a worker sharing the directory) is not.
+    Whatever a worker is called: each writer holds a lock on its open file for as
+    long as it runs (trawler.locks), so a file whose lock is free lost its writer
+    and is repaired, under the final name its stored rows point to; a live
+    worker's file sharing the directory is left alone. Records a row points to
+    were fsynced before the row was committed, so the scan keeps all of them.
     """
-    repaired: list[str] = []
-    host = socket.gethostname()
-    for path in warc_dir.glob(f"trawler-{host}-*.warc.gz.open"):
-        pid = path.name.removeprefix(f"trawler-{host}-").split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            repaired += recover(warc_dir, prefix=f"trawler-{host}-{pid}-")
-    return repaired
+    return recover(warc_dir)

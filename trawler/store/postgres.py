@@ -18,6 +18,7 @@ INSERT ... SELECT 125-215 ms, one INSERT over ``unnest()`` arrays 400-490 ms.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -103,6 +104,10 @@ _INSERT_ATTEMPT = (
 )
 
 
+class PostgresUnavailable(ConnectionError):
+    """PostgreSQL cannot be used; the message says why (refused, no such database, …)."""
+
+
 class SchemaTooNew(RuntimeError):
     """The database was migrated by a newer Trawler than this one."""
 
@@ -159,7 +164,18 @@ class PostgresStore:
     async def connect(
         cls, url: str, *, max_connections: int = 4, timeout_s: float = 30.0
     ) -> PostgresStore:
-        """Open a pool on ``url`` (``postgresql://…``) and migrate the schema."""
+        """Open a pool on ``url`` (``postgresql://…``) and migrate the schema.
+
+        One direct connection first: a server that refuses, a missing database
+        or a bad password raises ``PostgresUnavailable`` with the cause at once,
+        where the pool would retry, logging warnings, until ``timeout_s``.
+        """
+        try:
+            wait_s = max(1, int(timeout_s))
+            probe = await psycopg.AsyncConnection.connect(url, connect_timeout=wait_s)
+        except psycopg.OperationalError as exc:
+            raise PostgresUnavailable(f"cannot connect to PostgreSQL: {exc}") from None
+        await probe.close()
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name="trawler-store",
@@ -170,7 +186,8 @@ class PostgresStore:
                 await migrate(conn)
         except PoolTimeout:
             await pool.close()
-            raise ConnectionError(f"cannot connect to PostgreSQL within {timeout_s:g} s") from None
+            message = f"cannot connect to PostgreSQL within {timeout_s:g} s"
+            raise PostgresUnavailable(message) from None
         except BaseException:
             await pool.close()
             raise
@@ -195,6 +212,18 @@ class PostgresStore:
                 (job_id, config.model_dump_json(), state),
             )
         return job_id
+
+    @contextlib.asynccontextmanager
+    async def creating_job(self, config: CrawlConfig, state: str = "pending") -> AsyncIterator[str]:
+        """A new job's id; its row is committed only if the ``async with`` body succeeds."""
+        _check_state(state)
+        job_id = uuid.uuid4().hex[:12]
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
+                (job_id, config.model_dump_json(), state),
+            )
+            yield job_id
 
     async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
         """The job's config and state; KeyError when there is no such job."""
@@ -307,8 +336,9 @@ class PostgresStore:
     async def read_stats(self, job_id: str) -> dict:
         """The shape of ``trawler.store.sqlite.read_stats`` for one job.
 
-        Numbers kept by the frontier (urls_discovered, urls_queued, hosts,
-        dead_letter) are None here; the Redis frontier fills them in. The
+        Numbers kept by the frontier (urls_discovered, urls_queued) are None
+        here; the Redis frontier fills them in. ``hosts`` counts the hosts with
+        a stored page; ``dead_letter`` the URLs whose retries ran out. The
         ``skipped`` reasons are the counters named ``skipped.<reason>``.
         """
         async with self.pool.connection() as conn:
@@ -355,13 +385,14 @@ async def _read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
         stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job[0], strict=False))
         stats["job"]["seeds"] = job[0][4] or []
     stats["urls_discovered"] = stats["urls_queued"] = None  # the frontier's numbers
-    ((stored, ok, size, first, last),) = await _fetchall(
+    ((stored, ok, size, first, last, hosts),) = await _fetchall(
         conn,
         "SELECT count(*), count(*) FILTER (WHERE error IS NULL), sum(content_length),"
-        " min(fetched_at), max(fetched_at) FROM pages WHERE job_id = %s",
+        " min(fetched_at), max(fetched_at), count(DISTINCT host) FROM pages WHERE job_id = %s",
         job_id,
     )
-    stats.update(pages_stored=stored, pages_ok=ok, bytes_downloaded=int(size or 0), hosts=None)
+    # hosts: those with a stored page (the frontier knows queued ones only by job).
+    stats.update(pages_stored=stored, pages_ok=ok, bytes_downloaded=int(size or 0), hosts=hosts)
     stats["status"] = await _grouped(conn, job_id, "status", "pages")
     stats["errors"] = await _grouped(conn, job_id, "error", "pages")
     counters = dict(
@@ -375,7 +406,7 @@ async def _read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
         for name, value in sorted(counters.items(), key=lambda item: -item[1])
         if name.startswith(prefix)
     }
-    stats["dead_letter"] = None  # the frontier's number
+    stats["dead_letter"] = counters.get("dead_letter", 0)  # counted at each commit
     stats["fetch_attempts"] = await _grouped(conn, job_id, "decision", "fetch_attempts")
     stats["counters"] = counters
     if first is not None and last > first:

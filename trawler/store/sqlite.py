@@ -114,17 +114,48 @@ CREATE TABLE IF NOT EXISTS frontier_state (
 """
 
 
+class NotTrawlerData(RuntimeError):
+    """The data directory's database is corrupt or belongs to another program."""
+
+
+# Tables every Trawler database has; more may come with later versions.
+CORE_TABLES = frozenset({"jobs", "urls", "pages"})
+
+
+def _check_ours(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
+    """Refuse a file that is not a database, or another program's database: reading
+    it would fail half-way, and writing would add our tables to someone else's data.
+    A writer completes a schema of ours that a kill cut short."""
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise NotTrawlerData(f"{path} is not a Trawler database ({exc})") from None
+    names = {row[0] for row in rows}
+    missing = CORE_TABLES - names
+    if missing and (readonly or names and missing == CORE_TABLES):
+        conn.close()
+        raise NotTrawlerData(
+            f"{path} is not a Trawler database (no {', '.join(sorted(missing))} table)"
+        )
+
+
 def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open the data directory's database; create the schema when writable."""
+    """Open the data directory's database; create the schema when writable.
+
+    Raises ``NotTrawlerData`` for a corrupt file or another program's database.
+    """
     path = data_dir / DB_NAME
     if readonly:
         if not path.exists():
             raise FileNotFoundError(f"no crawl data in {data_dir} (missing {DB_NAME})")
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        _check_ours(conn, path, readonly=True)
         conn.row_factory = sqlite3.Row
         return conn
     data_dir.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
+    _check_ours(conn, path, readonly=False)
     conn.execute("PRAGMA journal_mode=WAL")
     # FULL: a commit is on disk when it returns, so an acknowledged page survives
     # a power cut too, not only kill -9 (one fsync per group commit, not per page).

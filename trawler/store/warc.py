@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from trawler.locks import create_locked, if_abandoned
 from trawler.records import FetchResult
 
 OPEN_SUFFIX = ".open"
@@ -144,10 +145,14 @@ class WarcWriter:
         """Flush, fsync and rename the open file to its final ``.warc.gz`` name."""
         if self._file is None:
             return
-        self.flush(fsync=True)
-        self._file.close()
-        self._file = None
-        _finish(self.directory / (self._name + OPEN_SUFFIX))
+        try:
+            self.flush(fsync=True)
+            # Renamed before the file (and its lock) is closed: a repair by another
+            # process never takes a file that is being finished.
+            _finish(self.directory / (self._name + OPEN_SUFFIX))
+        finally:
+            file, self._file = self._file, None
+            file.close()
 
     def _rotate(self) -> None:
         self.close()
@@ -157,8 +162,9 @@ class WarcWriter:
         self._serial += 1
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / (self._name + OPEN_SUFFIX)
-        # "xb": never overwrite another writer's file. Closed in close().
-        self._file = open(path, "xb", _WRITE_BUFFER_BYTES)  # noqa: SIM115
+        # Locked for as long as it is open: recover() in another process leaves it
+        # alone, whatever its name. Never overwrites a file. Closed in close().
+        self._file = create_locked(path, _WRITE_BUFFER_BYTES)
         self._warcinfo_id = _record_id()
         info = _gzip(self._warcinfo_record(_warc_date(now)), _LEVEL_TEXT)
         self._file.write(info)
@@ -225,6 +231,8 @@ def recover(
 ) -> list[str]:
     """Repair and close every ``*.warc.gz.open`` file a crash left in ``directory``.
 
+    A file still locked by its writer (a live process sharing the directory) is
+    left alone: whatever its name, a file is recovered once its writer is gone.
     A file named in ``committed`` (final name → durable size from
     ``WarcWriter.position()``) is cut back to that size; any other is cut to the
     end of its last gzip member holding a complete WARC record. Files left
@@ -232,21 +240,26 @@ def recover(
     """
     repaired = []
     for path in sorted(Path(directory).glob(f"{prefix}*{WARC_SUFFIX}{OPEN_SUFFIX}")):
-        name = path.name.removesuffix(OPEN_SUFFIX)
-        size = path.stat().st_size
-        keep = (committed or {}).get(name)
-        if keep is None or keep > size:
-            keep = valid_end(path)
-        if keep == 0:
-            path.unlink()
-        else:
-            with path.open("r+b") as f:
-                f.truncate(keep)
-                os.fsync(f.fileno())
-            _finish(path)
-        repaired.append(name)
+        with if_abandoned(path) as abandoned:
+            if abandoned:
+                _repair(path, (committed or {}).get(path.name.removesuffix(OPEN_SUFFIX)))
+                repaired.append(path.name.removesuffix(OPEN_SUFFIX))
     _fsync_dir(Path(directory))
     return repaired
+
+
+def _repair(path: Path, committed_size: int | None) -> None:
+    """Cut ``path`` back to its committed size (or its last whole record) and finish it."""
+    keep = committed_size
+    if keep is None or keep > path.stat().st_size:
+        keep = valid_end(path)
+    if keep == 0:
+        path.unlink()
+        return
+    with path.open("r+b") as f:
+        f.truncate(keep)
+        os.fsync(f.fileno())
+    _finish(path)
 
 
 def valid_end(path: Path) -> int:

@@ -1,0 +1,176 @@
+"""The read-side commands: export, stats, search.
+
+They never write to the data directory: they open its database read-only, so
+they work while a crawl runs there (the crawl holds the directory's lock,
+readers do not need it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+
+from trawler.cli_common import (
+    DEFAULT_DATA,
+    EXIT_FAILED,
+    DataOpt,
+    check_postgres_url,
+    check_redis_url,
+    fail,
+    open_crawl_data,
+    run_connected,
+)
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(export)
+    app.command()(stats)
+    app.command()(search)
+
+
+def export(
+    data: DataOpt = DEFAULT_DATA,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
+    include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The distributed job's id.")] = None,
+) -> None:  # fmt: skip
+    """Write one row per fetched URL (streaming) as JSON lines or CSV."""
+    from trawler.cli_dist import export_job
+    from trawler.export import write_export
+
+    if (postgres is None) != (job is None):
+        fail("--postgres and --job go together")
+    conn = open_crawl_data(data) if postgres is None else None
+    try:
+        with _output(output) as out:
+            if conn is not None:
+                count = write_export(conn, out, format.value, include_noindex)
+            else:
+                assert postgres is not None and job is not None
+                count = run_connected(export_job(postgres, job, out, format.value, include_noindex))
+    except KeyError:
+        fail(f"no job {job!r} in the database")
+    except sqlite3.Error as exc:
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: cli.main ends quietly
+    except OSError as exc:
+        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    finally:
+        if conn is not None:
+            conn.close()
+    if output:
+        typer.echo(f"{count} rows written to {output}", err=True)
+
+
+@contextmanager
+def _output(path: Path | None) -> Iterator[TextIO]:
+    """stdout, or ``path`` written whole or not at all."""
+    from trawler.export import AtomicTextFile
+
+    if path is None:
+        yield sys.stdout  # a closed pipe (`| head`) ends quietly: see cli.main
+        return
+    try:
+        target = AtomicTextFile(path)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}", EXIT_FAILED)
+    try:
+        yield target.file
+        target.commit()
+    except BaseException:
+        target.discard()
+        raise
+
+
+def stats(
+    data: DataOpt = DEFAULT_DATA,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="Redis URL (distributed job's frontier).")] = None,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="PostgreSQL URL (distributed job).")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Distributed job id [the newest].")] = None,
+) -> None:  # fmt: skip
+    """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
+    from trawler.cli_dist import job_stats
+    from trawler.progress import print_stats
+    from trawler.store.sqlite import read_stats
+
+    if postgres is not None:
+        try:
+            numbers = run_connected(job_stats(redis, postgres, job))
+        except KeyError as exc:
+            fail(f"no such job: {exc.args[0]}" if job else "no job in the database")
+    else:
+        conn = open_crawl_data(data)
+        try:
+            numbers = read_stats(conn)
+        except sqlite3.Error as exc:
+            fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+        finally:
+            conn.close()
+    if as_json:
+        typer.echo(json.dumps(numbers, indent=2))
+    else:
+        print_stats(numbers)
+
+
+def search(
+    query: Annotated[str, typer.Argument(help='Words (AND), "phrases", -excluded, prefix*.')],
+    data: DataOpt = DEFAULT_DATA,
+    limit: Annotated[int, typer.Option(min=1, max=10000, help="Results to show.")] = 10,
+    host: Annotated[str | None, typer.Option(help="Only pages of this host (host[:port]).")] = None,
+    since: Annotated[str | None, typer.Option(help="Fetched at or after this date (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option(help="Fetched before this date (ISO 8601).")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:  # fmt: skip
+    """Full-text search of the crawled pages (best match first; noindex and duplicates left out)."""
+    from trawler.progress import print_hits
+    from trawler.store.search import SearchIndexMissing
+    from trawler.store.search import search as run_search
+
+    conn = open_crawl_data(data)
+    try:
+        hits = run_search(
+            conn, query, limit, host, _epoch(since, "--since"), _epoch(until, "--until"), raw=raw
+        )
+    except (SearchIndexMissing, ValueError) as exc:
+        fail(str(exc))
+    except sqlite3.Error as exc:
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    finally:
+        conn.close()
+    if as_json:
+        for hit in hits:
+            typer.echo(json.dumps(asdict(hit), ensure_ascii=False))
+    else:
+        print_hits(hits)
+
+
+def _epoch(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"invalid {option}: {value!r} is not an ISO 8601 date")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()

@@ -1,0 +1,111 @@
+"""File locks that the kernel drops when their process dies, kill -9 included.
+
+flock(2) locks belong to an open file: there is no stale lock to clean up
+after a crash, a second open of the same file conflicts even in the same
+process, and a child started with spawn does not inherit them (Python opens
+files close-on-exec). Three uses:
+
+- the data directory's ``trawler.lock``: one writing process per directory;
+- files being written (an open WARC file, an export's temporary file): their
+  writer holds a lock on the file itself, so a file whose lock can be taken
+  was abandoned by a dead writer and may be repaired or removed;
+- ``create_locked`` makes such a file under a name no sweeper looks at, locks
+  it, then renames it: a sweeper never sees it unlocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+LOCK_NAME = "trawler.lock"
+_PID_WAIT_S = 1.0  # the holder writes its pid right after taking the lock
+
+
+class DataDirBusy(RuntimeError):
+    """Another process holds the data directory's lock."""
+
+    def __init__(self, data_dir: Path, pid: str) -> None:
+        super().__init__(
+            f"data directory {data_dir} is in use by another trawler process (pid {pid});"
+            " stop it first, or use another --data"
+        )
+        self.pid = pid
+
+
+def lock_data_dir(data_dir: Path) -> BinaryIO:
+    """Take the data directory's exclusive lock; it is held while the file stays open.
+
+    Raises ``DataDirBusy`` naming the holder's pid when another process has it.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    handle = (data_dir / LOCK_NAME).open("a+b", buffering=0)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _holder_pid(handle)
+        handle.close()
+        raise DataDirBusy(data_dir, pid) from None
+    except BaseException:
+        handle.close()
+        raise
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n".encode())
+    return handle
+
+
+def _holder_pid(handle: BinaryIO) -> str:
+    deadline = time.monotonic() + _PID_WAIT_S
+    while True:
+        handle.seek(0)
+        pid = handle.read(32).decode("ascii", "replace").strip()
+        if pid or time.monotonic() > deadline:
+            return pid or "unknown"
+        time.sleep(0.02)
+
+
+def create_locked(path: Path, buffering: int = -1) -> BinaryIO:
+    """Create ``path`` for writing, with an exclusive lock held before the name appears."""
+    staging = path.with_name(f".{path.name}.{secrets.token_hex(4)}.new")
+    handle = staging.open("xb", buffering=buffering)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: always free
+        if path.exists():
+            raise FileExistsError(f"{path} exists")
+        staging.rename(path)  # same inode: the lock comes along
+    except BaseException:
+        handle.close()
+        staging.unlink(missing_ok=True)
+        raise
+    return handle
+
+
+@contextlib.contextmanager
+def if_abandoned(path: Path) -> Iterator[bool]:
+    """Yield True, holding the file's lock, when no live process writes ``path``."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        yield False
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield _still_named(path, handle)
+
+
+def _still_named(path: Path, handle: BinaryIO) -> bool:
+    """False when the writer renamed the file (it was finishing) before we got the lock."""
+    try:
+        return path.stat().st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
