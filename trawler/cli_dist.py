@@ -73,20 +73,29 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         redis: RedisOpt,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     ) -> None:
-        """Live workers: heartbeat age, job, pages done, current host."""
+        """Workers seen in the last hour: state (live, idle, gone), job, pages done, host."""
         from dataclasses import asdict
 
         from trawler.worker import list_workers
 
         found = _connected(fail, list_workers(redis))
         for status in sorted(found, key=lambda w: w.worker_id):
-            if as_json:
-                typer.echo(json.dumps(asdict(status)))
-            else:
-                typer.echo(f"{status.worker_id}  job {status.job_id}  {status.pages_done} pages  "
-                           f"host {status.current_host or '-'}  seen {status.age_s:.1f}s ago")  # fmt: skip
+            typer.echo(json.dumps(asdict(status)) if as_json else _worker_line(status))
         if not found and not as_json:
             typer.echo("no workers")
+
+
+def _worker_line(status: Any) -> str:
+    """One `trawler workers` line; a gone worker says since when (UTC)."""
+    import time
+
+    if status.gone_since is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(status.gone_since))
+        when = f"gone since {since} UTC"
+    else:
+        when = f"{status.state}  seen {status.age_s:.1f}s ago"
+    return (f"{status.worker_id}  {when}  job {status.job_id or '-'}  "
+            f"{status.pages_done} pages  host {status.current_host or '-'}")  # fmt: skip
 
 
 async def _run_worker(worker: Any) -> None:

@@ -10,6 +10,11 @@ append-only list (never edit a released step, add one); ``schema_version``
 records what was applied. Workers starting together serialise on a
 transaction-scoped advisory lock, so each step runs once.
 
+With a ``ServiceHealth`` (workers), every call is retried through an outage
+of any length (outage.py). A batch retried after an unknown outcome (the
+connection dropped during COMMIT) stores no page twice; its counters and
+attempt rows may be added twice.
+
 Batches go in with ``executemany``: psycopg 3 pipelines it, so a commit batch
 costs one round trip. Measured on loopback with 6 KB of text per page, 2,000
 pages a batch: executemany 110-150 ms, COPY into a temp table then
@@ -20,16 +25,19 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import astuple, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from trawler.config import CrawlConfig
+from trawler.outage import ServiceHealth, guarded
 from trawler.records import PageRecord
 from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
+
+T = TypeVar("T")
 
 JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
 
@@ -143,16 +151,30 @@ def _page_row(job_id: str, page: PageRecord) -> tuple:
 
 
 class PostgresStore:
-    """Jobs, pages, counters and fetch attempts of every job, over a connection pool."""
+    """Jobs, pages, counters and fetch attempts of every job, over a connection pool.
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    ``health``: retry every call through a PostgreSQL outage (workers); without
+    it a call fails at once.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool, health: ServiceHealth | None = None) -> None:
         self.pool = pool
+        self.health = health
 
     @classmethod
     async def connect(
-        cls, url: str, *, max_connections: int = 4, timeout_s: float = 30.0
+        cls,
+        url: str,
+        *,
+        max_connections: int = 4,
+        timeout_s: float = 30.0,
+        health: ServiceHealth | None = None,
     ) -> PostgresStore:
-        """Open a pool on ``url`` (``postgresql://…``) and migrate the schema."""
+        """Open a pool on ``url`` (``postgresql://…``) and migrate the schema.
+
+        An unreachable server fails here, even with ``health``: a worker rides
+        out outages once it has started, it does not wait for a server that
+        may never have existed."""
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name="trawler-store",
@@ -167,10 +189,13 @@ class PostgresStore:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool)
+        return cls(pool, health)
 
     async def close(self) -> None:
         await self.pool.close()
+
+    async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
+        return await guarded(self.health, operation)
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -182,31 +207,43 @@ class PostgresStore:
     async def create_job(self, config: CrawlConfig, state: str = "pending") -> str:
         _check_state(state)
         job_id = uuid.uuid4().hex[:12]
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
-                (job_id, config.model_dump_json(), state),
-            )
+
+        async def insert() -> None:
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
+                    (job_id, config.model_dump_json(), state),
+                )
+
+        await self._call(insert)
         return job_id
 
     async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
         """The job's config and state; KeyError when there is no such job."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT config, state FROM jobs WHERE id = %s", (job_id,))
-            row = await cur.fetchone()
+
+        async def select() -> Any:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute("SELECT config, state FROM jobs WHERE id = %s", (job_id,))
+                return await cur.fetchone()
+
+        row = await self._call(select)
         if row is None:
             raise KeyError(job_id)
         return CrawlConfig.model_validate(row[0]), row[1]
 
     async def list_jobs(self) -> list[JobInfo]:
         """Every job, newest first."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, state, extract(epoch FROM created_at)::float8,"
-                " extract(epoch FROM updated_at)::float8, config FROM jobs"
-                " ORDER BY created_at DESC, id"
-            )
-            rows = await cur.fetchall()
+
+        async def select() -> list[Any]:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT id, state, extract(epoch FROM created_at)::float8,"
+                    " extract(epoch FROM updated_at)::float8, config FROM jobs"
+                    " ORDER BY created_at DESC, id"
+                )
+                return await cur.fetchall()
+
+        rows = await self._call(select)
         return [
             JobInfo(id_, state, created, updated, CrawlConfig.model_validate(config))
             for id_, state, created, updated, config in rows
@@ -214,11 +251,15 @@ class PostgresStore:
 
     async def set_job_state(self, job_id: str, state: str) -> None:
         _check_state(state)
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE jobs SET state = %s, updated_at = now() WHERE id = %s", (state, job_id)
-            )
-        if cur.rowcount == 0:
+
+        async def update() -> int:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "UPDATE jobs SET state = %s, updated_at = now() WHERE id = %s", (state, job_id)
+                )
+                return cur.rowcount
+
+        if await self._call(update) == 0:
             raise KeyError(job_id)
 
     # -- writes -------------------------------------------------------------
@@ -245,11 +286,15 @@ class PostgresStore:
         page_rows = [_page_row(job_id, page) for page in pages]
         counter_rows = [(job_id, name, delta) for name, delta in (counters or {}).items()]
         attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
-        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
-                              (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
-                if rows:
-                    await cur.executemany(sql, rows)
+
+        async def write() -> None:
+            async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
+                                  (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
+                    if rows:
+                        await cur.executemany(sql, rows)
+
+        await self._call(write)
 
     # -- read side ------------------------------------------------------------
     async def iter_pages(
@@ -274,8 +319,12 @@ class PostgresStore:
         dead_letter) are None here; the Redis frontier fills them in. The
         ``skipped`` reasons are the counters named ``skipped.<reason>``.
         """
-        async with self.pool.connection() as conn:
-            return await _read_stats(conn, job_id)
+
+        async def read() -> dict:
+            async with self.pool.connection() as conn:
+                return await _read_stats(conn, job_id)
+
+        return await self._call(read)
 
 
 def _check_state(state: str) -> None:
