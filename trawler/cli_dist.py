@@ -59,10 +59,14 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ) -> None:  # fmt: skip
         """Run a worker: crawl the jobs in Redis/PostgreSQL; start as many as wanted, anywhere."""
+        import logging
+
         from trawler.progress import progress_reporter
         from trawler.store.distributed import default_worker_id
         from trawler.worker import Worker, WorkerOptions
 
+        # The pool logs every failed reconnection; outage.py says lost / back once.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
                                 exit_when_idle, lease_timeout)  # fmt: skip
         with progress_reporter(quiet) as report:

@@ -87,7 +87,7 @@ class ServiceHealth:
         while True:
             started = time.monotonic()
             try:
-                result = await operation()
+                result = await (operation() if self.up else self._stoppable(operation))
             except Exception as exc:
                 if not self.transient(exc):
                     raise
@@ -98,6 +98,22 @@ class ServiceHealth:
             self._regained()
             return result
 
+    async def _stoppable(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """During an outage a try can wait long inside a client (a pool waiting for a
+        connection): stopping cancels it rather than waiting for it to time out."""
+        task = asyncio.ensure_future(operation())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise OutageAbandoned(f"{self.name} at {self.address} is down and the worker stops")
+        return task.result()
+
     def _lost(self, exc: BaseException, started: float) -> None:
         # A call that began before the service came back failed on a connection
         # from before the outage: not a new outage.
@@ -105,7 +121,7 @@ class ServiceHealth:
             return
         self.down_since = time.monotonic()
         self._up.clear()
-        cause = " ".join(str(exc).split()) or type(exc).__name__
+        cause = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
         log.warning("lost %s at %s: %s; retrying", self.name, self.address, cause)
 
     def _regained(self) -> None:

@@ -7,11 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.conftest import Served, start_testsite
 from tests.e2e.test_crawl import CLOCK_SLACK_S, min_interval_by_host, page_requests, url_of
-from tests.servers import start_redis
+from tests.servers import start_postgres, start_redis
 
 TRAWLER = [sys.executable, "-m", "trawler"]
 
@@ -118,3 +121,80 @@ def test_redis_restart_mid_crawl(tmp_path: Path, fresh_postgres_url: str) -> Non
         served.process.terminate()
         redis.stop()
     assert_complete_once(served, fresh_postgres_url, job)
+
+
+# -- outages ------------------------------------------------------------------------------
+@dataclass
+class LoggedWorker:
+    process: subprocess.Popen[str]
+    log_path: Path
+
+    def lines(self, start: str = "", level: str = "") -> list[str]:
+        """Messages that start with ``start`` (of log lines at ``level``, if given)."""
+        parts = (line.split(" ", 3) for line in self.log_path.read_text().splitlines())
+        return [p[3] for p in parts if len(p) == 4 and p[3].startswith(start) and level in p[2]]
+
+
+def start_logged_worker(
+    tmp: Path, name: str, redis: str, postgres: str, *args: str
+) -> LoggedWorker:
+    log_path = tmp / f"{name}.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [*TRAWLER, "worker", "--redis", redis, "--postgres", postgres, "--warc-dir",
+             str(tmp / "warc"), "--worker-id", name, "-q", *args],
+            stdout=subprocess.DEVNULL, stderr=log, text=True,
+        )  # fmt: skip
+    return LoggedWorker(process, log_path)
+
+
+def wait_for_requests(served: Served, count: int, timeout_s: float) -> int:
+    """Page requests the site has served, once at least ``count`` (polled, bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while (served_now := len(page_requests(served))) < count:
+        assert time.monotonic() < deadline, f"{served_now} requests, waited for {count}"
+        time.sleep(0.2)
+    return served_now
+
+
+@pytest.mark.timeout(300)
+def test_workers_ride_out_a_redis_and_a_postgres_outage(tmp_path: Path) -> None:
+    """Redis killed for 20 s, then PostgreSQL stopped for 20 s, in one 3-worker crawl."""
+    redis = start_redis(tmp_path / "redis")
+    postgres = start_postgres()
+    served = start_testsite(tmp_path, hosts=3, pages=40)  # ~20 s of crawling at this delay
+    workers: list[LoggedWorker] = []
+    try:
+        job = submit(served, redis.url, postgres.url, "--delay", "0.5")
+        workers = [start_logged_worker(tmp_path, f"w{i}", redis.url, postgres.url,
+                                       "--exit-when-idle", "--lease-timeout", "10")
+                   for i in range(3)]  # fmt: skip
+        before = wait_for_requests(served, 12, timeout_s=30)
+        redis.kill()  # the last second of writes may be lost: leases and scripts heal that
+        time.sleep(20)
+        assert all(w.process.poll() is None for w in workers), "a worker exited"
+        redis.start()
+        between = wait_for_requests(served, before + 12, timeout_s=30)
+        postgres.halt()  # fast shutdown: open connections get AdminShutdown
+        time.sleep(20)
+        assert all(w.process.poll() is None for w in workers), "a worker exited"
+        postgres.start()
+        for worker in workers:
+            assert worker.process.wait(120) == 0, worker.log_path.read_text()[-3000:]
+        assert len(page_requests(served)) > between + 12  # the crawl went on after both
+        assert_complete_once(served, postgres.url, job)
+    finally:
+        for worker in workers:
+            worker.process.kill()
+        served.process.terminate()
+        redis.stop()
+        postgres.stop()
+    for worker in workers:  # one line when lost, one when back: not one per call
+        assert len(worker.lines("lost Redis at")) == 1, worker.log_path.read_text()
+        assert len(worker.lines("Redis back after")) == 1
+        assert len(worker.lines("lost PostgreSQL at")) <= 1
+        assert len(worker.lines("PostgreSQL back after")) == len(worker.lines("lost PostgreSQL"))
+        outage_lines = ("lost Redis at", "Redis back", "lost PostgreSQL at", "PostgreSQL back")
+        assert all(m.startswith(outage_lines) for m in worker.lines(level="WARNING")), "log spam"
+        assert not worker.lines(level="ERROR")
+    assert any(worker.lines("PostgreSQL back after") for worker in workers)

@@ -39,6 +39,9 @@ from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
 
 T = TypeVar("T")
 
+GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an outage
+RECONNECT_TIMEOUT_S = 5.0
+
 JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
 
 # Any constant bigint: the advisory lock key that serialises migrations ("trawler").
@@ -175,9 +178,13 @@ class PostgresStore:
         An unreachable server fails here, even with ``health``: a worker rides
         out outages once it has started, it does not wait for a server that
         may never have existed."""
+        # A pool retries a lost connection with doubling delays until it gives up
+        # after reconnect_timeout; kept short, its next try follows a server's
+        # return within seconds (the ServiceHealth keeps asking).
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name="trawler-store",
+            timeout=GETCONN_TIMEOUT_S, reconnect_timeout=RECONNECT_TIMEOUT_S,
         )  # fmt: skip
         try:
             await pool.open(wait=True, timeout=timeout_s)
