@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from tests.e2e.conftest import Served, start_testsite
 from tests.e2e.test_crawl import CLOCK_SLACK_S, min_interval_by_host, page_requests, url_of
 from tests.servers import start_postgres, start_redis
+from trawler.frontier.workers import GONE_AFTER_S
 
 TRAWLER = [sys.executable, "-m", "trawler"]
 
@@ -198,3 +201,53 @@ def test_workers_ride_out_a_redis_and_a_postgres_outage(tmp_path: Path) -> None:
         assert all(m.startswith(outage_lines) for m in worker.lines(level="WARNING")), "log spam"
         assert not worker.lines(level="ERROR")
     assert any(worker.lines("PostgreSQL back after") for worker in workers)
+
+
+# -- `trawler workers` ---------------------------------------------------------------------
+def listed_workers(redis: str, *args: str) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([*TRAWLER, "workers", "--redis", redis, *args],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def workers_until(redis: str, want: Callable[[dict[str, dict]], bool], timeout_s: float) -> dict:
+    """`trawler workers --json` by worker id, polled until ``want`` holds (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lines = listed_workers(redis, "--json").stdout.splitlines()
+        found = {w["worker_id"]: w for w in map(json.loads, lines)}
+        if want(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.3)
+
+
+def test_workers_lists_idle_exited_and_killed_workers(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """Idle workers beat too; a clean exit is gone at once; a kill -9 is gone once its
+    beat is older than GONE_AFTER_S, since its last beat."""
+    tag = uuid.uuid4().hex[:8]
+    quitter, victim = f"quit-{tag}", f"kill-{tag}"
+    workers = {name: start_logged_worker(tmp_path, name, redis_url, fresh_postgres_url)
+               for name in (quitter, victim)}  # fmt: skip
+    try:  # no job in this database: both wait for work
+        found = workers_until(redis_url, lambda f: f.get(quitter, {}).get("state") == "idle"
+                              and f.get(victim, {}).get("state") == "idle", 30)  # fmt: skip
+        assert found[quitter]["state"] == found[victim]["state"] == "idle", found
+        workers[quitter].process.send_signal(signal.SIGTERM)
+        workers[quitter].process.wait(30)
+        workers[victim].process.kill()
+        killed_at = time.time()
+        found = workers_until(redis_url, lambda f: f[quitter]["state"] == "gone", 10)
+        assert found[quitter]["gone_since"] == pytest.approx(time.time(), abs=10)
+        assert found[victim]["state"] == "idle"  # not yet: its last beat is recent
+        found = workers_until(redis_url, lambda f: f[victim]["state"] == "gone", GONE_AFTER_S + 10)
+        assert found[victim]["state"] == "gone"
+        assert killed_at - 3 < found[victim]["gone_since"] < killed_at + 0.5  # its last beat
+        assert found[victim]["age_s"] >= GONE_AFTER_S
+        text = listed_workers(redis_url).stdout
+        assert f"{victim}  gone since " in text and f"{quitter}  gone since " in text
+    finally:
+        for worker in workers.values():
+            worker.process.kill()
