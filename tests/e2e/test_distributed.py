@@ -203,6 +203,39 @@ def test_workers_ride_out_a_redis_and_a_postgres_outage(tmp_path: Path) -> None:
     assert any(worker.lines("PostgreSQL back after") for worker in workers)
 
 
+def test_sigterm_during_an_outage_stops_the_worker_at_once(
+    tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    """A worker told to stop while Redis is down gives up what it has not committed
+    and exits at once; its leased URLs go to the next worker, no page is lost."""
+    redis = start_redis(tmp_path / "redis")
+    served = start_testsite(tmp_path, hosts=2, pages=15)
+    workers: list[LoggedWorker] = []
+    try:
+        job = submit(served, redis.url, fresh_postgres_url, "--delay", "0.2")
+        args = ("--exit-when-idle", "--lease-timeout", "3")
+        workers.append(start_logged_worker(tmp_path, "first", redis.url, fresh_postgres_url, *args))
+        wait_for_requests(served, 5, timeout_s=30)
+        redis.kill()
+        time.sleep(3)  # long enough for every call to be waiting out the outage
+        assert workers[0].process.poll() is None
+        stopped = time.monotonic()
+        workers[0].process.send_signal(signal.SIGTERM)
+        workers[0].process.wait(10)
+        assert time.monotonic() - stopped < 5, "not stopped at once"
+        assert workers[0].lines("stopped during an outage")
+        redis.start()
+        workers.append(start_logged_worker(tmp_path, "next", redis.url, fresh_postgres_url, *args))
+        assert workers[1].process.wait(120) == 0, workers[1].log_path.read_text()[-3000:]
+        assert_complete_once(served, fresh_postgres_url, job)
+    finally:
+        for worker in workers:
+            worker.process.kill()
+        served.process.terminate()
+        redis.stop()
+    assert all("results not committed" in m for m in workers[0].lines(level="ERROR"))
+
+
 # -- `trawler workers` ---------------------------------------------------------------------
 def listed_workers(redis: str, *args: str) -> subprocess.CompletedProcess[str]:
     out = subprocess.run([*TRAWLER, "workers", "--redis", redis, *args],
