@@ -21,7 +21,7 @@ from tests.servers import RedisServer, ServerUnavailable, start_redis
 from trawler.dedup import url_fingerprint
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
 from trawler.frontier.sqlite import SqliteFrontier
-from trawler.frontier.workers import WorkerRegistry
+from trawler.frontier.workers import FORGET_AFTER_S, WorkerRegistry
 from trawler.outage import OutageAbandoned, redis_health
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
@@ -370,6 +370,11 @@ class TestRedisFrontier(FrontierContract):
         assert (alpha.state, alpha.gone_since) == ("idle", None)
         assert (beta.state, beta.pages_done, beta.current_host) == ("gone", 3, None)
         assert beta.gone_since is not None and abs(beta.gone_since - time.time()) < 5
+        # a worker gone for longer than FORGET_AFTER_S is forgotten
+        old_ms = round((time.time() - FORGET_AFTER_S - 60) * 1000)
+        await h.frontier.redis.hset("trawler:workers", "old", f'{{"last_seen_ms": {old_ms}}}')
+        assert [w.worker_id for w in await registry.list()] == ["alpha", "beta"]
+        assert not await h.frontier.redis.hexists("trawler:workers", "old")
 
     async def test_calls_wait_through_a_redis_outage(
         self, make, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
