@@ -133,21 +133,42 @@ class Worker:
         options.warc_dir.mkdir(parents=True, exist_ok=True)
         for name in repair_dead_workers_warc(options.warc_dir):
             log.info("repaired WARC file left by a crashed worker: %s", name)
-        store = await PostgresStore.connect(options.postgres_url, health=self.store_health)
-        registry = WorkerRegistry(connect_redis(options.redis_url, 2), health=self.redis_health)
+        store, registry = await self._connect()
         beating = asyncio.create_task(self._heartbeat(registry))
         try:
             await self._work(store)
-        except (OutageAbandoned, ServiceUnavailable) as exc:
-            if not self.stopping:
+        except (OutageAbandoned, ServiceUnavailable):
+            if not self.stopping:  # only a stop gives up waiting out an outage
                 raise
-            log.warning("stopped during an outage: %s", exc)
         finally:
+            self._log_outage_at_stop()
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await beating
             await self._leave(registry)
             await store.close()
+
+    def _log_outage_at_stop(self) -> None:
+        down = [h.name for h in (self.redis_health, self.store_health) if not h.up]
+        if self.stopping and down:
+            log.warning(
+                "stopped during an outage of %s: URLs not committed will be fetched again",
+                " and ".join(down),
+            )
+
+    async def _connect(self) -> tuple[PostgresStore, WorkerRegistry]:
+        """Both services, reached once: unreachable at start is a configuration error,
+        said at once; outages are ridden out only once the worker runs."""
+        options = self.options
+        store = await PostgresStore.connect(options.postgres_url, health=self.store_health)
+        registry = WorkerRegistry(connect_redis(options.redis_url, 2), health=self.redis_health)
+        try:
+            await registry.redis.ping()
+        except BaseException:
+            await registry.redis.aclose()
+            await store.close()
+            raise
+        return store, registry
 
     async def _work(self, store: PostgresStore) -> None:
         while not self.stopping:

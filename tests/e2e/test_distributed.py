@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import Served, start_testsite
 from tests.e2e.test_crawl import CLOCK_SLACK_S, min_interval_by_host, page_requests, url_of
-from tests.servers import start_postgres, start_redis
+from tests.servers import free_port, start_postgres, start_redis
 from trawler.frontier.workers import GONE_AFTER_S
 
 TRAWLER = [sys.executable, "-m", "trawler"]
@@ -284,3 +284,21 @@ def test_workers_lists_idle_exited_and_killed_workers(
     finally:
         for worker in workers.values():
             worker.process.kill()
+
+
+def test_worker_without_redis_at_start_says_so_at_once(
+    tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    """Outages are ridden out once a worker runs; unreachable at start is a mistake."""
+    port = free_port()
+    nowhere = f"redis://127.0.0.1:{port}/0"
+    started = time.monotonic()
+    out = subprocess.run(
+        [*TRAWLER, "worker", "--redis", nowhere, "--postgres", fresh_postgres_url,
+         "--warc-dir", str(tmp_path / "warc"), "-q"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert time.monotonic() - started < 15
+    assert "Traceback" not in out.stderr and "lost Redis" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and f"127.0.0.1:{port}" in out.stderr
