@@ -297,9 +297,13 @@ class PostgresServer:
                 conn.execute(f'CREATE DATABASE "{name}"')
         return self.url_for(name)
 
+    def halt(self) -> None:
+        """Fast shutdown (SIGINT: clients get AdminShutdown), keeping the data: start() again."""
+        _stop(self.process, signal.SIGINT)
+
     def stop(self) -> None:
         """Fast shutdown (SIGINT), then remove the cluster's directory."""
-        _stop(self.process, signal.SIGINT)
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -74,10 +74,14 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     ) -> None:  # fmt: skip
         """Run a worker: crawl the jobs in Redis/PostgreSQL; start as many as wanted, anywhere."""
+        import logging
+
         from trawler.progress import progress_reporter
         from trawler.store.distributed import default_worker_id
         from trawler.worker import Worker, WorkerOptions
 
+        # The pool logs every failed reconnection; outage.py says lost / back once.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
                                 exit_when_idle, lease_timeout)  # fmt: skip
         with progress_reporter(quiet) as report:
@@ -90,18 +94,14 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
         redis: RedisOpt,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     ) -> None:
-        """Live workers: heartbeat age, job, pages done, current host."""
+        """Workers seen in the last hour: state (live, idle, gone), job, pages done, host."""
         from dataclasses import asdict
 
         from trawler.worker import list_workers
 
         found = _connected(fail, list_workers(redis))
         for status in sorted(found, key=lambda w: w.worker_id):
-            if as_json:
-                typer.echo(json.dumps(asdict(status)))
-            else:
-                typer.echo(f"{status.worker_id}  job {status.job_id}  {status.pages_done} pages  "
-                           f"host {status.current_host or '-'}  seen {status.age_s:.1f}s ago")  # fmt: skip
+            typer.echo(json.dumps(asdict(status)) if as_json else _worker_line(status))
         if not found and not as_json:
             typer.echo("no workers")
 
@@ -111,6 +111,19 @@ def _check_worker_id(value: str | None) -> str | None:
     if value is not None and (not value or "/" in value or any(c.isspace() for c in value)):
         raise typer.BadParameter(f"{value!r}: a worker id has no spaces or '/'")
     return value
+
+
+def _worker_line(status: Any) -> str:
+    """One `trawler workers` line; a gone worker says since when (UTC)."""
+    import time
+
+    if status.gone_since is not None:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(status.gone_since))
+        when = f"gone since {since} UTC"
+    else:
+        when = f"{status.state}  seen {status.age_s:.1f}s ago"
+    return (f"{status.worker_id}  {when}  job {status.job_id or '-'}  "
+            f"{status.pages_done} pages  host {status.current_host or '-'}")  # fmt: skip
 
 
 async def _run_worker(worker: Any) -> int | None:

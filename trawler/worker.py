@@ -3,6 +3,12 @@
 A worker takes any job that still has work in Redis, crawls it with the same
 engine as the embedded mode (only the backend differs), and moves on to the
 next job; with ``exit_when_idle`` it exits once no job has work left.
+
+A worker rides out an outage of Redis or PostgreSQL of any length: every call
+is retried with back-off (outage.py), one log line says a service is lost and
+one that it is back. Told to stop (SIGTERM) during an outage, it gives up what
+it has not committed and exits at once. It beats for its whole life, idle or
+crawling, and marks itself gone when it exits (frontier/workers.py).
 """
 
 from __future__ import annotations
@@ -16,8 +22,16 @@ from pathlib import Path
 
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler, Progress
-from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, WorkerStatus, connect_redis
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
+from trawler.frontier.workers import HEARTBEAT_S, WorkerRegistry, WorkerStatus
 from trawler.linkfilter import LinkFilter
+from trawler.outage import (
+    OutageAbandoned,
+    ServiceHealth,
+    ServiceUnavailable,
+    postgres_health,
+    redis_health,
+)
 from trawler.politeness import PolitenessPolicy
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.postgres import PostgresStore
@@ -38,9 +52,11 @@ class WorkerOptions:
     lease_timeout_s: float = 60.0  # a killed worker's URLs go back to the queue after this
 
 
-async def _frontier(redis_url: str, job_id: str, worker_id: str = "") -> RedisFrontier:
-    options = RedisFrontierOptions(job_id=job_id, worker_id=worker_id, auto_renew=False)
-    return await RedisFrontier.connect(redis_url, PolitenessPolicy(), options)
+async def _frontier(
+    redis_url: str, job_id: str, health: ServiceHealth | None = None
+) -> RedisFrontier:
+    options = RedisFrontierOptions(job_id=job_id, auto_renew=False)
+    return await RedisFrontier.connect(redis_url, PolitenessPolicy(), options, health)
 
 
 async def submit_job(redis_url: str, postgres_url: str, config: CrawlConfig) -> str:
@@ -64,9 +80,11 @@ async def submit_job(redis_url: str, postgres_url: str, config: CrawlConfig) -> 
         await store.close()
 
 
-async def job_work(redis_url: str, job_id: str) -> tuple[int, int]:
+async def job_work(
+    redis_url: str, job_id: str, health: ServiceHealth | None = None
+) -> tuple[int, int]:
     """(queued, leased) URLs of a job in the shared frontier."""
-    frontier = await _frontier(redis_url, job_id)
+    frontier = await _frontier(redis_url, job_id, health)
     try:
         queued, leased, _hosts = await frontier.stats()
         return queued, leased
@@ -85,7 +103,9 @@ async def job_frontier_stats(redis_url: str, job_id: str) -> dict[str, int]:
     return {"urls_discovered": discovered, "urls_queued": queued, "urls_leased": leased}
 
 
-async def _pick_job(store: PostgresStore, redis_url: str) -> tuple[str, CrawlConfig] | None:
+async def _pick_job(
+    store: PostgresStore, redis_url: str, health: ServiceHealth
+) -> tuple[str, CrawlConfig] | None:
     """A job with URLs queued or in flight (oldest first); jobs with neither are finished.
 
     URLs in flight at other workers may still add work, so a worker joins such
@@ -94,7 +114,7 @@ async def _pick_job(store: PostgresStore, redis_url: str) -> tuple[str, CrawlCon
     for job in reversed(await store.list_jobs()):
         if job.state not in ACTIVE_STATES:
             continue
-        queued, leased = await job_work(redis_url, job.id)
+        queued, leased = await job_work(redis_url, job.id, health)
         if queued or leased:
             return job.id, CrawlConfig.model_validate(job.config)
         await store.set_job_state(job.id, "finished")
@@ -105,63 +125,121 @@ class Worker:
     def __init__(self, options: WorkerOptions, on_progress: Callable[[Progress], None] | None):
         self.options = options
         self.on_progress = on_progress
+        self.redis_health = redis_health(options.redis_url)
+        self.store_health = postgres_health(options.postgres_url)
         self.crawler: Crawler | None = None
         self.stopping = False
         self.pages_done = 0
+        self._job_id: str | None = None
+        self._backend: DistributedBackend | None = None
+        self._pages_before = 0  # the job's pages stored when this worker joined it
 
     def stop(self) -> None:
         self.stopping = True
+        self.redis_health.stop()  # calls waiting out an outage give up
+        self.store_health.stop()
         if self.crawler is not None:
             self.crawler.stop()
-
-    async def _heartbeat(self, backend: DistributedBackend, crawler: Crawler, base: int) -> None:
-        """Tell `trawler workers` this worker is alive, every second."""
-        while True:
-            with contextlib.suppress(Exception):  # a Redis restart must not stop the beat
-                await _beat(backend, self, crawler, base)
-            await asyncio.sleep(HEARTBEAT_S)
 
     async def run(self) -> None:
         options = self.options
         options.warc_dir.mkdir(parents=True, exist_ok=True)
         _repair_warc(options.warc_dir)
-        store = await PostgresStore.connect(options.postgres_url)
+        store, registry = await self._connect()
+        beating = asyncio.create_task(self._heartbeat(registry))
         try:
-            while not self.stopping:
-                picked = await _pick_job(store, options.redis_url)
-                if picked is None:
-                    if options.exit_when_idle:
-                        return
-                    await asyncio.sleep(IDLE_POLL_S)
-                    continue
-                await self._crawl(store, *picked)
+            await self._work(store)
+        except (OutageAbandoned, ServiceUnavailable):
+            if not self.stopping:  # only a stop gives up waiting out an outage
+                raise
         finally:
+            self._log_outage_at_stop()
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await beating
+            await self._leave(registry)
             await store.close()
             # Again on the way out: a peer killed during this run leaves its file
             # whole for whoever reads the directory next, not only the next worker.
             _repair_warc(options.warc_dir)
 
+    def _log_outage_at_stop(self) -> None:
+        down = [h.name for h in (self.redis_health, self.store_health) if not h.up]
+        if self.stopping and down:
+            log.warning(
+                "stopped during an outage of %s: URLs not committed will be fetched again",
+                " and ".join(down),
+            )
+
+    async def _connect(self) -> tuple[PostgresStore, WorkerRegistry]:
+        """Both services, reached once: unreachable at start is a configuration error,
+        said at once; outages are ridden out only once the worker runs."""
+        options = self.options
+        store = await PostgresStore.connect(options.postgres_url, health=self.store_health)
+        registry = WorkerRegistry(connect_redis(options.redis_url, 2), health=self.redis_health)
+        try:
+            await registry.redis.ping()
+        except BaseException:
+            await registry.redis.aclose()
+            await store.close()
+            raise
+        return store, registry
+
+    async def _work(self, store: PostgresStore) -> None:
+        while not self.stopping:
+            picked = await _pick_job(store, self.options.redis_url, self.redis_health)
+            if picked is None:
+                if self.options.exit_when_idle:
+                    return
+                await asyncio.sleep(IDLE_POLL_S)
+                continue
+            await self._crawl(store, *picked)
+
     async def _crawl(self, store: PostgresStore, job_id: str, config: CrawlConfig) -> None:
         log.info("worker %s: crawling job %s", self.options.worker_id, job_id)
         options = self.options
+        self._pages_before = (await store.read_stats(job_id))["pages_stored"]
         backend = DistributedBackend(
             store, options.redis_url, job_id, options.warc_dir, options.worker_id,
-            options.lease_timeout_s,
+            options.lease_timeout_s, self.redis_health,
         )  # fmt: skip
+        self._job_id, self._backend = job_id, backend
         self.crawler = crawler = Crawler(config, backend, on_progress=self.on_progress)
-        stored = (await store.read_stats(job_id))["pages_stored"]
-        beating = asyncio.create_task(self._heartbeat(backend, crawler, stored))
         try:
-            complete = await crawler.run(stored)
+            complete = await crawler.run(self._pages_before)
         finally:
-            beating.cancel()
-        self.pages_done += crawler.pages_stored - stored
-        self.crawler = None
+            self.pages_done += crawler.pages_stored - self._pages_before
+            self.crawler = None
+            await backend.close()  # already closed unless the crawl could not start
         if complete:
             await store.set_job_state(job_id, "finished")
 
+    async def _heartbeat(self, registry: WorkerRegistry) -> None:
+        """Tell `trawler workers` this worker is alive, every second of its life."""
+        while True:
+            try:  # an outage waits inside heartbeat(); nothing else may end the beat
+                await registry.heartbeat(self.options.worker_id, *self._beat())
+            except Exception as exc:
+                log.debug("heartbeat failed: %s", exc)
+            await asyncio.sleep(HEARTBEAT_S)
 
-HEARTBEAT_S = 1.0
+    def _beat(self) -> tuple[str, str | None, int, str | None]:
+        """(state, job, pages done, current host) for the next heartbeat."""
+        crawler, backend = self.crawler, self._backend
+        if crawler is None or backend is None:
+            return "idle", self._job_id, self.pages_done, None
+        done = self.pages_done + crawler.pages_stored - self._pages_before
+        host = backend.frontier.current_host if backend.frontier is not None else None
+        return "live", self._job_id, done, host
+
+    async def _leave(self, registry: WorkerRegistry) -> None:
+        """Listed as gone from now on; if Redis is down, the beat goes stale instead."""
+        try:
+            await registry.mark_gone(self.options.worker_id)
+        except Exception as exc:
+            log.info("could not mark this worker gone: %s", exc)
+        finally:
+            await registry.redis.aclose()
 
 
 def _repair_warc(warc_dir: Path) -> None:
@@ -169,19 +247,12 @@ def _repair_warc(warc_dir: Path) -> None:
         log.info("repaired WARC file left by a crashed worker: %s", name)
 
 
-async def _beat(backend: DistributedBackend, worker: Worker, crawler: Crawler, base: int) -> None:
-    frontier = backend.frontier
-    if frontier is not None:
-        done = worker.pages_done + crawler.pages_stored - base
-        await frontier.heartbeat(worker.options.worker_id, done, frontier.current_host)
-
-
 async def list_workers(redis_url: str) -> list[WorkerStatus]:
-    frontier = await _frontier(redis_url, "-")
+    registry = WorkerRegistry(connect_redis(redis_url, 2))
     try:
-        return await frontier.list_workers()
+        return await registry.list()
     finally:
-        await frontier.aclose()
+        await registry.redis.aclose()
 
 
 __all__ = ["Worker", "WorkerOptions", "connect_redis", "list_workers", "submit_job"]

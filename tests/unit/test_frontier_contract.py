@@ -9,6 +9,7 @@ redis-server per test (tests/servers.py: free loopback port, AOF on).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -20,6 +21,8 @@ from tests.servers import RedisServer, ServerUnavailable, start_redis
 from trawler.dedup import url_fingerprint
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
 from trawler.frontier.sqlite import SqliteFrontier
+from trawler.frontier.workers import FORGET_AFTER_S, WorkerRegistry
+from trawler.outage import OutageAbandoned, redis_health
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 from trawler.store.sqlite import connect
@@ -241,10 +244,12 @@ class TestRedisFrontier(FrontierContract):
     async def make(self, own_redis: RedisServer) -> AsyncIterator:
         frontiers: list[RedisFrontier] = []
 
-        async def make(delay_s: float = 0.0, **options) -> RedisHarness:
+        async def make(delay_s: float = 0.0, outage_safe: bool = False, **options) -> RedisHarness:
+            """``outage_safe``: with a ServiceHealth, as a worker's frontier is."""
             options = {"job_id": "job1", "worker_id": f"w{len(frontiers)}", **options}
+            health = redis_health(own_redis.url) if outage_safe else None
             frontier = await RedisFrontier.connect(
-                own_redis.url, PolitenessPolicy(delay_s), RedisFrontierOptions(**options)
+                own_redis.url, PolitenessPolicy(delay_s), RedisFrontierOptions(**options), health
             )
             frontiers.append(frontier)
             return RedisHarness(frontier)
@@ -375,10 +380,88 @@ class TestRedisFrontier(FrontierContract):
 
     async def test_heartbeats_list_workers(self, make) -> None:
         h = await make(worker_id="alpha")
-        await h.frontier.heartbeat("alpha", 12, "a.test")
-        [worker] = await h.frontier.list_workers()
+        registry = WorkerRegistry(h.frontier.redis)
+        await registry.heartbeat("alpha", "live", "job1", 12, "a.test")
+        [worker] = await registry.list()
         assert (worker.worker_id, worker.job_id, worker.pages_done) == ("alpha", "job1", 12)
         assert worker.current_host == "a.test" and 0 <= worker.age_s < 5
+        assert (worker.state, worker.gone_since) == ("live", None)
+
+    async def test_a_worker_that_leaves_is_listed_gone(self, make) -> None:
+        h = await make()
+        registry = WorkerRegistry(h.frontier.redis)
+        await registry.heartbeat("alpha", "idle", None, 0, None)
+        await registry.heartbeat("beta", "live", "job1", 3, "a.test")
+        await registry.mark_gone("beta")
+        alpha, beta = await registry.list()
+        assert (alpha.state, alpha.gone_since) == ("idle", None)
+        assert (beta.state, beta.pages_done, beta.current_host) == ("gone", 3, None)
+        assert beta.gone_since is not None and abs(beta.gone_since - time.time()) < 5
+        # a worker gone for longer than FORGET_AFTER_S is forgotten
+        old_ms = round((time.time() - FORGET_AFTER_S - 60) * 1000)
+        await h.frontier.redis.hset("trawler:workers", "old", f'{{"last_seen_ms": {old_ms}}}')
+        assert [w.worker_id for w in await registry.list()] == ["alpha", "beta"]
+        assert not await h.frontier.redis.hexists("trawler:workers", "old")
+
+    async def test_calls_wait_through_a_redis_outage(
+        self, make, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A worker's calls neither fail nor log per call while Redis is down."""
+        h = await make(outage_safe=True)
+        await h.add([req("http://a.test/1")])
+        own_redis.stop()
+        caplog.set_level(logging.WARNING, logger="trawler")
+        waiting = [asyncio.create_task(h.add([req(f"http://b.test/{i}")])) for i in range(5)]
+        taken = asyncio.create_task(h.frontier.next())
+        await asyncio.sleep(2.0)
+        assert not any(task.done() for task in [*waiting, taken])
+        await asyncio.to_thread(own_redis.start)
+        assert await asyncio.wait_for(asyncio.gather(*waiting), 10) == [1] * 5
+        assert (await asyncio.wait_for(taken, 10)).url == "http://a.test/1"
+        lines = [r.getMessage() for r in caplog.records]
+        assert [line.split(" at ")[0] for line in lines if "lost" in line] == ["lost Redis"]
+        assert len([line for line in lines if line.startswith("Redis back after")]) == 1
+
+    async def test_stop_during_an_outage_gives_up_at_once(
+        self, make, own_redis: RedisServer
+    ) -> None:
+        h = await make(outage_safe=True)
+        own_redis.stop()
+        taken = asyncio.create_task(h.frontier.next())
+        adding = asyncio.create_task(h.add([req("http://a.test/1")]))
+        await asyncio.sleep(1.0)
+        assert h.frontier.health is not None
+        h.frontier.health.stop()
+        assert await asyncio.wait_for(taken, 3) is None  # like close(): no URL
+        with pytest.raises(OutageAbandoned):  # a CancelledError: never a URL's error
+            await asyncio.wait_for(adding, 3)
+
+    async def test_leases_outlive_a_redis_outage_longer_than_themselves(
+        self, make, own_redis: RedisServer
+    ) -> None:
+        """Lease time stops while nobody can reach Redis: after an outage longer than
+        the lease, a live worker keeps its URL; a dead worker's still expires."""
+        lease = {"lease_timeout_s": 6.0, "outage_safe": True}
+        alive = await make(**lease)  # renews every 2 s, through the outage
+        dead = await make(**lease, auto_renew=False)  # killed -9 before the outage
+        other = await make(**lease)
+        await alive.add([req("http://a.test/1"), req("http://b.test/1")])
+        kept, lost = await alive.frontier.next(), await dead.frontier.next()
+        assert kept is not None and lost is not None
+        own_redis.stop()
+        await asyncio.sleep(7.0)  # longer than a lease
+        await asyncio.to_thread(own_redis.start)
+        started = time.monotonic()
+        again = await asyncio.wait_for(other.frontier.next(), 15)
+        assert again is not None and again.url == lost.url
+        assert time.monotonic() - started > 2.0  # it waited for the dead worker's lease
+        await other.frontier.finish_host(again.host)
+        await other.commit([], [again])
+        with pytest.raises(TimeoutError):  # the live worker's URL stays its own
+            await asyncio.wait_for(other.frontier.next(), 3)
+        await alive.frontier.finish_host(kept.host)
+        await alive.commit([], [kept])
+        assert await asyncio.wait_for(other.frontier.next(), 5) is None
 
     async def test_commands_per_url(self, make, own_redis: RedisServer) -> None:
         """Redis commands per URL for discover + hand out + acknowledge (printed)."""

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.servers import PostgresServer, ServerUnavailable, start_postgres
 from trawler.config import CrawlConfig
+from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
 from trawler.store.postgres import (
     EXPORT_COLUMNS,
+    GETCONN_TIMEOUT_S,
+    RECONNECT_TIMEOUT_S,
     SCHEMA_VERSION,
     PostgresStore,
     SchemaTooNew,
@@ -230,3 +236,57 @@ async def test_stats_have_the_embedded_shape(store: PostgresStore, tmp_path: Pat
         assert stats[key] == expected[key], key
     assert stats["urls_discovered"] is None  # the frontier's numbers
     assert (await store.read_stats("nope"))["job"] is None
+
+
+# -- outages ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A private server: these tests stop it."""
+    try:
+        server = start_postgres()
+    except ServerUnavailable as exc:
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+async def test_calls_wait_through_a_postgres_outage(
+    own_postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped longer than the pool's own reconnect window, then back: the batch
+    waits, is stored once, and the worker logs one line each way."""
+    health = postgres_health(own_postgres.url)
+    async with await PostgresStore.connect(own_postgres.url, health=health) as store:
+        job = await store.create_job(CONFIG)
+        await store.store_batch(job, [page("http://a.test/0")])
+        caplog.set_level(logging.WARNING, logger="trawler")
+        own_postgres.halt()  # open connections get AdminShutdown
+        batch = [page("http://a.test/0"), page("http://a.test/1")]
+        writing = asyncio.create_task(store.store_batch(job, batch, {"pages": 2}))
+        stats = asyncio.create_task(store.read_stats(job))
+        await asyncio.sleep(RECONNECT_TIMEOUT_S + 3)
+        assert not writing.done() and not stats.done()
+        await asyncio.to_thread(own_postgres.start)
+        restarted = time.monotonic()
+        await asyncio.wait_for(asyncio.gather(writing, stats), 20)
+        assert time.monotonic() - restarted < GETCONN_TIMEOUT_S + RECONNECT_TIMEOUT_S
+        assert [r["url"] for r in await rows(store, job)] == ["http://a.test/0", "http://a.test/1"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(" at ")[0] for line in lines if "lost" in line] == ["lost PostgreSQL"]
+    assert len([line for line in lines if line.startswith("PostgreSQL back after")]) == 1
+
+
+async def test_stop_during_a_postgres_outage_gives_up_at_once(own_postgres: PostgresServer) -> None:
+    health = postgres_health(own_postgres.url)
+    async with await PostgresStore.connect(own_postgres.url, health=health) as store:
+        job = await store.create_job(CONFIG)
+        own_postgres.halt()
+        writing = asyncio.create_task(store.store_batch(job, [page("http://a.test/0")]))
+        await asyncio.sleep(1.0)
+        stopped = time.monotonic()
+        health.stop()
+        with pytest.raises(OutageAbandoned):
+            await asyncio.wait_for(writing, 5)
+        assert time.monotonic() - stopped < 1.0

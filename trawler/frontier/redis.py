@@ -18,7 +18,15 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
     trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
     trawler:robots:<profile>:<origin>  HASH  a robots.txt answer, for every job whose
                                       fetcher has that profile (headers, reach) (TTL)
-    trawler:workers             HASH  worker id -> JSON heartbeat
+    trawler:{job}:clock         Redis time (ms) of the job's last NEXT/RENEW
+    trawler:workers             HASH  worker id -> JSON heartbeat (workers.py)
+
+Outages: with a ``ServiceHealth`` (outage.py), every Redis call is retried
+through an outage of any length, so a fetch task's call waits instead of
+failing its URL. Lease time runs only while the job's frontier is in use: a
+gap in which no worker reached Redis pushes the job's leases and holds back
+by its length (redis_scripts.py), so after a long outage the live workers
+keep their URLs and hosts, while a dead worker's still expire.
 
 While a worker holds a host, the host's politeness state lives in a local
 ``HostSlot`` (record_sent and set_crawl_delay are synchronous); finish_host
@@ -42,9 +50,9 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -54,8 +62,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from trawler.frontier import redis_scripts as lua
+from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
+
+T = TypeVar("T")
 
 CLOCK_SYNC_S = 30.0
 _ROBOTS_FIELDS = ("status", "error", "body", "fetched_at", "failures")
@@ -74,23 +85,16 @@ class RedisFrontierOptions:
     prefix: str = "trawler"
 
 
-@dataclass(slots=True, frozen=True)
-class WorkerStatus:
-    worker_id: str
-    job_id: str
-    pages_done: int
-    current_host: str | None
-    age_s: float  # since the last heartbeat
-
-
 def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
     """A client that reconnects through a Redis restart (AOF brings the state back).
 
     The pool blocks when all its connections are busy: redis-py's default pool
     raises MaxConnectionsError instead, and a worker's tasks (one per request in
-    flight) all call Redis at once when a wave of responses comes in.
+    flight) all call Redis at once when a wave of responses comes in. Its own
+    retries only replace connections a restart broke; a longer outage is the
+    ``ServiceHealth``'s to ride out (and to log once).
     """
-    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), 10)
+    retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), 3)
     pool = BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=60, retry=retry,
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
@@ -100,18 +104,30 @@ def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
 
 class RedisFrontier:
     """One worker's view of a job's shared frontier (the Frontier protocol, plus
-    ``commit`` for the distributed backend and leases/heartbeats for workers)."""
+    ``commit`` for the distributed backend and leases for workers).
 
-    def __init__(self, client: Redis, policy: PolitenessPolicy, options: RedisFrontierOptions):
+    ``health``: retry every call through a Redis outage (workers); without it a
+    call fails at once (commands such as `trawler stats`). ``gate``: hand out no
+    URL while that service (the page store) is down, so results do not pile up.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        policy: PolitenessPolicy,
+        options: RedisFrontierOptions,
+        health: ServiceHealth | None = None,
+    ):
         self.redis = client
         self.policy = policy
         self.options = options
+        self.health = health
+        self.gate: ServiceHealth | None = None
         self.worker_id = options.worker_id or uuid.uuid4().hex
         if " " in self.worker_id:
             raise ValueError("worker id must not contain spaces")
         self._jp = f"{options.prefix}:{{{options.job_id}}}:"
         self._hp = f"{options.prefix}:host:"
-        self._workers_key = f"{options.prefix}:workers"
         self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
         self._crawl_delay_dirty: set[str] = set()
@@ -126,9 +142,13 @@ class RedisFrontier:
 
     @classmethod
     async def connect(
-        cls, url: str, policy: PolitenessPolicy, options: RedisFrontierOptions
+        cls,
+        url: str,
+        policy: PolitenessPolicy,
+        options: RedisFrontierOptions,
+        health: ServiceHealth | None = None,
     ) -> RedisFrontier:
-        frontier = cls(connect_redis(url), policy, options)
+        frontier = cls(connect_redis(url), policy, options, health)
         await frontier.open()
         return frontier
 
@@ -174,8 +194,14 @@ class RedisFrontier:
         lease_ms, retry_ms = _ms(opts.lease_timeout_s), _ms(opts.busy_retry_s)
         while not self._closed:
             self._wake.clear()
+            if self.gate is not None and not self.gate.up:
+                await self._wait_wake(opts.max_wait_s)
+                continue
             args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args()]
-            reply = await self._run("NEXT", args)
+            try:
+                reply = await self._run("NEXT", args)
+            except OutageAbandoned:
+                return None  # stopping while Redis is down: like close()
             if reply[0] == 0:
                 return None
             if reply[0] == 2:
@@ -185,10 +211,13 @@ class RedisFrontier:
                 self._hold(request.host, *reply[2:])
                 return request
             wait_s = opts.max_wait_s if reply[1] < 0 else min(reply[1] / 1000, opts.max_wait_s)
-            if wait_s > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait_s)
+            await self._wait_wake(wait_s)
         return None
+
+    async def _wait_wake(self, wait_s: float) -> None:
+        if wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait_s)
 
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._local_slot(host), sent_at)
@@ -244,12 +273,12 @@ class RedisFrontier:
 
     async def _store_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         value = "" if crawl_delay_s is None else repr(crawl_delay_s)
-        await self.redis.hset(self._hp + host, "crawl_delay", value)
+        await self._call(lambda: self.redis.hset(self._hp + host, "crawl_delay", value))
 
     async def wait_host_ready(self, host: str) -> None:
         slot = self._held.get(host)
         if slot is None:  # not held: read the shared state
-            next_ms = await self.redis.hget(self._hp + host, "next")
+            next_ms = await self._call(lambda: self.redis.hget(self._hp + host, "next"))
             slot = HostSlot(host, next_allowed_at=self._to_local(float(next_ms or 0)))
         delay = slot.next_allowed_at - time.monotonic()
         if delay > 0:
@@ -284,12 +313,15 @@ class RedisFrontier:
     # -- leases, heartbeats, stats -----------------------------------------------
     async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """The robots.txt another worker fetched for ``site``, while it is fresh."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_only in (False, True):
-                pipe.hmget(self._robots_key(site, profile, job_only), *_ROBOTS_FIELDS)
-            replies = await pipe.execute()
-        for status, error, body, fetched_at, failures in replies:  # no decode_responses
-            if body is not None:
+
+        async def read() -> list[list[bytes | None]]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for job_only in (False, True):
+                    pipe.hmget(self._robots_key(site, profile, job_only), *_ROBOTS_FIELDS)
+                return cast(list[list[bytes | None]], await pipe.execute())
+
+        for status, error, body, fetched_at, failures in await self._call(read):
+            if body is not None:  # no decode_responses: bytes
                 return RobotsFetch(
                     int(status) if status else None, error.decode() if error else None, body,
                     float(fetched_at or 0), int(failures or 0),
@@ -303,10 +335,14 @@ class RedisFrontier:
         values = ("" if fetch.status is None else fetch.status, fetch.error or "", fetch.body,
                   repr(fetch.fetched_at), fetch.failures)  # fmt: skip
         mapping: dict[FieldT, EncodableT] = dict(zip(_ROBOTS_FIELDS, values, strict=True))
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=mapping)
-            pipe.pexpire(key, max(1, _ms(ttl_s)))
-            await pipe.execute()
+
+        async def write() -> None:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping=mapping)
+                pipe.pexpire(key, max(1, _ms(ttl_s)))
+                await pipe.execute()
+
+        await self._call(write)
 
     def _robots_key(self, site: str, profile: str, job_only: bool) -> str:
         """Answers are shared by every job of the same fetch profile; errors stay in the job."""
@@ -325,28 +361,6 @@ class RedisFrontier:
         fps = [str(fp) for fp in self._inflight]
         lease_ms = _ms(self.options.lease_timeout_s)
         await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *self._held])
-
-    async def heartbeat(self, worker_id: str, pages_done: int, current_host: str | None) -> None:
-        beat = {
-            "job": self.options.job_id,
-            "pages_done": pages_done,
-            "current_host": current_host,
-            "last_seen_ms": round(self._redis_now_s() * 1000),
-        }
-        await self.redis.hset(self._workers_key, worker_id, json.dumps(beat))
-
-    async def list_workers(self) -> list[WorkerStatus]:
-        now_s = self._redis_now_s()
-        workers = []
-        for worker_id, raw in (await self.redis.hgetall(self._workers_key)).items():
-            beat = json.loads(raw)
-            age_s = now_s - beat["last_seen_ms"] / 1000
-            name = worker_id.decode() if isinstance(worker_id, bytes) else worker_id
-            status = WorkerStatus(
-                name, beat["job"], beat["pages_done"], beat["current_host"], age_s
-            )
-            workers.append(status)
-        return sorted(workers, key=lambda w: w.worker_id)
 
     async def stats(self) -> tuple[int, int, int]:
         """Exact (queued, leased, active hosts) of the job, from Redis."""
@@ -368,8 +382,14 @@ class RedisFrontier:
     async def _run(self, name: str, args: Sequence[str | bytes | int]) -> Any:
         script = self._scripts[name]
         if name == "SEEN":
-            return await script(args=[self._jp, *args])
-        return await script(args=[self._jp, self._hp, self.options.job_id, *args])
+            return await self._call(lambda: script(args=[self._jp, *args]))
+        return await self._call(
+            lambda: script(args=[self._jp, self._hp, self.options.job_id, *args])
+        )
+
+    async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Every Redis call goes through here: retried through an outage (see outage.py)."""
+        return await guarded(self.health, operation)
 
     def _hold(self, host: str, next_ms: int, *state: bytes) -> None:
         """Keep a held host's politeness state locally until finish_host."""
@@ -406,10 +426,10 @@ class RedisFrontier:
         """Rounded up: a host is never let go early."""
         return math.ceil((monotonic_s + self._offset_s) * 1000) if monotonic_s else 0
 
-    def _redis_now_s(self) -> float:
-        return time.monotonic() + self._offset_s
-
     async def _sync_clock(self) -> None:
+        await self._call(self._measure_clock)
+
+    async def _measure_clock(self) -> None:
         """Offset of Redis TIME from the local monotonic clock; the best of 3 round trips."""
         best_rtt = math.inf
         for _ in range(3):
@@ -422,11 +442,14 @@ class RedisFrontier:
         self._synced_at = time.monotonic()
 
     async def _refresh_stats(self) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(self._jp + "queued")
-            pipe.zcard(self._jp + "lease_exp")
-            pipe.zcard(self._jp + "held")
-            queued, leased, held = await pipe.execute()
+        async def read() -> list[Any]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.get(self._jp + "queued")
+                pipe.zcard(self._jp + "lease_exp")
+                pipe.zcard(self._jp + "held")
+                return cast(list[Any], await pipe.execute())
+
+        queued, leased, held = await self._call(read)
         self._stats = (int(queued or 0), leased, held)
 
     async def _keep_alive(self) -> None:

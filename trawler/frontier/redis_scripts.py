@@ -62,6 +62,29 @@ local function requeue(payload, now)
   end
   if not held_by_job(hp .. r[3], ARGV[3]) then schedule(r[3], math.max(now, host_next(r[3]))) end
 end
+-- Lease time runs only while the job's frontier is in use. Every live worker
+-- of the job runs NEXT or RENEW at least every lease/3, so a longer gap since
+-- the last one means nobody could reach Redis (it was down, or every worker
+-- was cut off): the job's leases and host holds are pushed back by the gap.
+-- A live worker keeps its URLs and hosts through an outage of any length,
+-- instead of finding them handed to another worker; a dead worker's still
+-- expire one lease after the frontier is in use again.
+local function lease_clock(now, lease_ms)
+  local last = tonumber(redis.call('GET', jp .. 'clock') or now)
+  redis.call('SET', jp .. 'clock', n2s(now))
+  local gap = now - last
+  if gap <= math.max(lease_ms / 2, 5000) then return end
+  for _, zkey in ipairs({'lease_exp', 'held'}) do
+    local items = redis.call('ZRANGE', jp .. zkey, 0, -1, 'WITHSCORES')
+    for i = 1, #items, 2 do
+      local expires = n2s(tonumber(items[i + 1]) + gap)
+      redis.call('ZADD', jp .. zkey, 'XX', expires, items[i])
+      if zkey == 'held' and redis.call('HGET', hp .. items[i], 'job') == ARGV[3] then
+        redis.call('HSET', hp .. items[i], 'until', expires)
+      end
+    end
+  end
+end
 -- Expired URL leases and due retries go back to their host's queue, expired
 -- host holds are released; either way the host becomes schedulable again.
 local function reclaim(now, limit)
@@ -98,6 +121,7 @@ NEXT = (
 local job, worker = ARGV[3], ARGV[4]
 local lease_ms, busy_retry_ms = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
+lease_clock(now, lease_ms)
 reclaim(now, tonumber(ARGV[7]))
 for _ = 1, 16 do
   local top = redis.call('ZRANGE', jp .. 'ready', 0, 0, 'WITHSCORES')
@@ -264,7 +288,9 @@ RENEW = (
     PRELUDE
     + """
 local worker, n_fps = ARGV[4], tonumber(ARGV[6])
-local expires = n2s(now_ms() + tonumber(ARGV[5]))
+local now = now_ms()
+lease_clock(now, tonumber(ARGV[5]))
+local expires = n2s(now + tonumber(ARGV[5]))
 for i = 7, 6 + n_fps do
   local v = redis.call('HGET', jp .. 'lease', ARGV[i])
   if v and string.sub(v, 1, #worker + 1) == worker .. ' ' then

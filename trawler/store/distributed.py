@@ -13,6 +13,12 @@ not by a distributed transaction (docs/architecture.md):
 A worker killed between 2 and 3 leaves its leases to expire: the URLs are
 fetched again by some worker and their pages are not stored twice. A kill
 between 1 and 2 leaves WARC records no row points to, which is harmless.
+
+Through an outage of Redis or PostgreSQL (outage.py) the commit waits, its
+results kept in memory, and the frontier hands out no new URL while the store
+is down. Only a worker told to stop during an outage gives its uncommitted
+results up (``ServiceUnavailable``): their URLs stay leased and are fetched
+again; nothing committed is lost.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from trawler import __version__
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
+from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
 from trawler.retry import RetryPolicy
 from trawler.store.base import CommitBatch, archive_batch
@@ -47,8 +54,10 @@ class DistributedBackend:
         warc_dir: Path,
         worker_id: str,
         lease_timeout_s: float = 60.0,
+        redis_health: ServiceHealth | None = None,
     ) -> None:
         self.lease_timeout_s = lease_timeout_s
+        self.redis_health = redis_health
         self.store = store
         self.redis_url = redis_url
         self.job_id = job_id
@@ -60,6 +69,7 @@ class DistributedBackend:
         # SimHash index across workers is future work; see docs/scaling.md).
         self.dedup = ContentDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
+        self._closed = False
 
     async def open(self, config: CrawlConfig) -> RedisFrontier:
         retry = RetryPolicy(max_attempts=config.max_attempts)
@@ -67,7 +77,10 @@ class DistributedBackend:
         options = RedisFrontierOptions(
             job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s
         )
-        self.frontier = await RedisFrontier.connect(self.redis_url, policy, options)
+        self.frontier = await RedisFrontier.connect(
+            self.redis_url, policy, options, self.redis_health
+        )
+        self.frontier.gate = self.store.health  # no new URLs while the store is down
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         self.dedup = ContentDedup(config.near_duplicate_bits)
         self.warc = WarcWriter(
@@ -80,9 +93,14 @@ class DistributedBackend:
         assert self.frontier is not None
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer, self._write_warc, batch)
-        await self.store.store_outcomes(self.job_id, batch.outcomes, batch.outcome_counters())
         done = [outcome.request for outcome in batch.outcomes if outcome.finished]
-        await self.frontier.commit(batch.all_new_requests(), done)
+        try:
+            await self.store.store_outcomes(self.job_id, batch.outcomes, batch.outcome_counters())
+            await self.frontier.commit(batch.all_new_requests(), done)
+        except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
+            raise ServiceUnavailable(
+                f"{exc}; {len(done)} results not committed (their URLs will be fetched again)"
+            ) from None
 
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
@@ -92,6 +110,9 @@ class DistributedBackend:
         return {}  # --max-pages-per-host is per worker in distributed mode
 
     async def close(self) -> None:
+        if self._closed:  # the worker closes it again when the crawl could not start
+            return
+        self._closed = True
         try:
             if self.warc is not None:
                 await asyncio.get_running_loop().run_in_executor(self._writer, self.warc.close)

@@ -10,6 +10,11 @@ append-only list (never edit a released step, add one); ``schema_version``
 records what was applied. Workers starting together serialise on a
 transaction-scoped advisory lock, so each step runs once.
 
+With a ``ServiceHealth`` (workers), every call is retried through an outage
+of any length (outage.py). A batch retried after an unknown outcome (the
+connection dropped during COMMIT) stores no page twice; its counters and
+attempt rows may be added twice.
+
 Batches go in with ``executemany``: psycopg 3 pipelines it, so a commit batch
 costs one round trip. Measured on loopback with 6 KB of text per page, 2,000
 pages a batch: executemany 110-150 ms, COPY into a temp table then
@@ -21,19 +26,25 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from trawler.config import CrawlConfig
+from trawler.outage import ServiceHealth, guarded
 from trawler.records import PageRecord
 from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
 
 if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
+
+T = TypeVar("T")
+
+GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an outage
+RECONNECT_TIMEOUT_S = 5.0
 
 JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
 
@@ -155,20 +166,33 @@ def _page_row(job_id: str, page: PageRecord) -> tuple:
 
 
 class PostgresStore:
-    """Jobs, pages, counters and fetch attempts of every job, over a connection pool."""
+    """Jobs, pages, counters and fetch attempts of every job, over a connection pool.
 
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    ``health``: retry every call through a PostgreSQL outage (workers); without
+    it a call fails at once.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool, health: ServiceHealth | None = None) -> None:
         self.pool = pool
+        self.health = health
 
     @classmethod
     async def connect(
-        cls, url: str, *, max_connections: int = 4, timeout_s: float = 30.0
+        cls,
+        url: str,
+        *,
+        max_connections: int = 4,
+        timeout_s: float = 30.0,
+        health: ServiceHealth | None = None,
     ) -> PostgresStore:
         """Open a pool on ``url`` (``postgresql://…``) and migrate the schema.
 
         One direct connection first: a server that refuses, a missing database
         or a bad password raises ``PostgresUnavailable`` with the cause at once,
         where the pool would retry, logging warnings, until ``timeout_s``.
+
+        A worker rides out outages once it has started (``health``); it does
+        not wait for a server that may never have existed.
         """
         try:
             wait_s = max(1, int(timeout_s))
@@ -176,9 +200,13 @@ class PostgresStore:
         except psycopg.OperationalError as exc:
             raise PostgresUnavailable(f"cannot connect to PostgreSQL: {exc}") from None
         await probe.close()
+        # A pool retries a lost connection with doubling delays until it gives up
+        # after reconnect_timeout; kept short, its next try follows a server's
+        # return within seconds (the ServiceHealth keeps asking).
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=max_connections, open=False,
             kwargs={"autocommit": True}, name="trawler-store",
+            timeout=GETCONN_TIMEOUT_S, reconnect_timeout=RECONNECT_TIMEOUT_S,
         )  # fmt: skip
         try:
             await pool.open(wait=True, timeout=timeout_s)
@@ -191,10 +219,13 @@ class PostgresStore:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool)
+        return cls(pool, health)
 
     async def close(self) -> None:
         await self.pool.close()
+
+    async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
+        return await guarded(self.health, operation)
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -206,11 +237,15 @@ class PostgresStore:
     async def create_job(self, config: CrawlConfig, state: str = "pending") -> str:
         _check_state(state)
         job_id = uuid.uuid4().hex[:12]
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
-                (job_id, config.model_dump_json(), state),
-            )
+
+        async def insert() -> None:
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
+                    (job_id, config.model_dump_json(), state),
+                )
+
+        await self._call(insert)
         return job_id
 
     @contextlib.asynccontextmanager
@@ -227,22 +262,30 @@ class PostgresStore:
 
     async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
         """The job's config and state; KeyError when there is no such job."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT config, state FROM jobs WHERE id = %s", (job_id,))
-            row = await cur.fetchone()
+
+        async def select() -> Any:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute("SELECT config, state FROM jobs WHERE id = %s", (job_id,))
+                return await cur.fetchone()
+
+        row = await self._call(select)
         if row is None:
             raise KeyError(job_id)
         return CrawlConfig.model_validate(row[0]), row[1]
 
     async def list_jobs(self) -> list[JobInfo]:
         """Every job, newest first."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, state, extract(epoch FROM created_at)::float8,"
-                " extract(epoch FROM updated_at)::float8, config FROM jobs"
-                " ORDER BY created_at DESC, id"
-            )
-            rows = await cur.fetchall()
+
+        async def select() -> list[Any]:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT id, state, extract(epoch FROM created_at)::float8,"
+                    " extract(epoch FROM updated_at)::float8, config FROM jobs"
+                    " ORDER BY created_at DESC, id"
+                )
+                return await cur.fetchall()
+
+        rows = await self._call(select)
         return [
             JobInfo(id_, state, created, updated, CrawlConfig.model_validate(config))
             for id_, state, created, updated, config in rows
@@ -250,11 +293,15 @@ class PostgresStore:
 
     async def set_job_state(self, job_id: str, state: str) -> None:
         _check_state(state)
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE jobs SET state = %s, updated_at = now() WHERE id = %s", (state, job_id)
-            )
-        if cur.rowcount == 0:
+
+        async def update() -> int:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "UPDATE jobs SET state = %s, updated_at = now() WHERE id = %s", (state, job_id)
+                )
+                return cur.rowcount
+
+        if await self._call(update) == 0:
             raise KeyError(job_id)
 
     # -- writes -------------------------------------------------------------
@@ -281,11 +328,15 @@ class PostgresStore:
         page_rows = [_page_row(job_id, page) for page in pages]
         counter_rows = [(job_id, name, delta) for name, delta in (counters or {}).items()]
         attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
-        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
-                              (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
-                if rows:
-                    await cur.executemany(sql, rows)
+
+        async def write() -> None:
+            async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
+                                  (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
+                    if rows:
+                        await cur.executemany(sql, rows)
+
+        await self._call(write)
 
     async def store_outcomes(
         self, job_id: str, outcomes: Sequence[UrlOutcome], counters: dict[str, int]
@@ -300,22 +351,26 @@ class PostgresStore:
             return
         except ROW_REJECTED:
             pass
-        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            for outcome in outcomes:
-                try:
-                    async with conn.transaction():
-                        await _write_outcome(cur, job_id, outcome)
-                    continue
-                except ROW_REJECTED as exc:
-                    outcome.store_failed("database", exc)
-                try:
-                    async with conn.transaction():
-                        await _write_outcome(cur, job_id, outcome)
-                except ROW_REJECTED:  # not even the bare row: the URL ends without one
-                    outcome.page, outcome.attempts = None, []
-            rows = [(job_id, name, delta) for name, delta in counters.items()]
-            if rows:
-                await cur.executemany(_ADD_COUNTER, rows)
+
+        async def one_by_one() -> None:
+            async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                for outcome in outcomes:
+                    try:
+                        async with conn.transaction():
+                            await _write_outcome(cur, job_id, outcome)
+                        continue
+                    except ROW_REJECTED as exc:
+                        outcome.store_failed("database", exc)
+                    try:
+                        async with conn.transaction():
+                            await _write_outcome(cur, job_id, outcome)
+                    except ROW_REJECTED:  # not even the bare row: the URL ends without one
+                        outcome.page, outcome.attempts = None, []
+                rows = [(job_id, name, delta) for name, delta in counters.items()]
+                if rows:
+                    await cur.executemany(_ADD_COUNTER, rows)
+
+        await self._call(one_by_one)
 
     # -- read side ------------------------------------------------------------
     async def iter_pages(
@@ -341,8 +396,12 @@ class PostgresStore:
         a stored page; ``dead_letter`` the URLs whose retries ran out. The
         ``skipped`` reasons are the counters named ``skipped.<reason>``.
         """
-        async with self.pool.connection() as conn:
-            return await _read_stats(conn, job_id)
+
+        async def read() -> dict:
+            async with self.pool.connection() as conn:
+                return await _read_stats(conn, job_id)
+
+        return await self._call(read)
 
 
 async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutcome) -> None:
