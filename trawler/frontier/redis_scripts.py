@@ -70,9 +70,11 @@ end
 -- instead of finding them handed to another worker; a dead worker's still
 -- expire one lease after the frontier is in use again.
 local function lease_clock(now, lease_ms)
-  local last = tonumber(redis.call('GET', jp .. 'clock') or now)
-  redis.call('SET', jp .. 'clock', n2s(now))
+  local last = tonumber(redis.call('GET', jp .. 'clock') or 0)
   local gap = now - last
+  -- written at most once a second: the gap that matters is seconds long
+  if gap >= 1000 then redis.call('SET', jp .. 'clock', n2s(now)) end
+  if last == 0 then return end
   if gap <= math.max(lease_ms / 2, 5000) then return end
   for _, zkey in ipairs({'lease_exp', 'held'}) do
     local items = redis.call('ZRANGE', jp .. zkey, 0, -1, 'WITHSCORES')
