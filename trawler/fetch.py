@@ -362,7 +362,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also takes "²", which float() refuses
         return float(value)
     try:
         when = parsedate_to_datetime(value)
