@@ -11,12 +11,14 @@ URL ends with a page row.
 from __future__ import annotations
 
 import gzip
+import subprocess
 from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.e2e.conftest import export_rows, run_trawler
 from tests.e2e.raw_server import RawServer
+from tests.e2e.test_distributed import TRAWLER, exported, start_worker
 
 HOME = (
     b"HTTP/1.1 302 Found\r\nLocation: /caf\xe9.html\r\nX-Note: \xff\xfe\r\n"
@@ -78,3 +80,23 @@ def test_warc_keeps_header_bytes_as_sent(tmp_path: Path) -> None:
         ]
     assert sorted(targets) == [server.base() + "/b%FCro", server.base() + "/caf%E9.html"]
     assert CAFE_HEAD in gzip.decompress(path.read_bytes())
+
+
+def test_distributed_worker_survives_the_same_answers(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """The same bytes in distributed mode: the worker that leases the URL used to die."""
+    with RawServer(answer) as server:
+        out = subprocess.run(
+            [*TRAWLER, "submit", server.base() + "/", "--redis", redis_url, "--postgres",
+             fresh_postgres_url, "--allow-private", "--no-sitemaps", "--delay", "0"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        job = out.stdout.strip().splitlines()[-1]
+        worker = start_worker(tmp_path, redis_url, fresh_postgres_url)
+        assert worker.wait(60) == 0, worker.stderr.read() if worker.stderr else ""
+    rows = {row["url"]: row for row in exported(fresh_postgres_url, job)}
+    base = server.base()
+    assert set(rows) == {base + "/", base + "/b%FCro"}
+    assert rows[base + "/"]["final_url"] == base + "/caf%E9.html"

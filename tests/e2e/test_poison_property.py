@@ -109,7 +109,10 @@ _HEADER_VALUES = {
                               b"Mon, 01 Jan 0001 00:00:00 +9999"),
     "Content-Encoding": _fragments(b"gzip", b"deflate", b"br", b"identity", b",", b"x-gzip",
                                    b"\xe9"),
+    "Content-Length": _fragments(b"0", b"5", b"100000", b"-1", b"1e3", b" 5"),
+    "Transfer-Encoding": _fragments(b"chunked", b"gzip", b",", b"identity"),
 }  # fmt: skip
+FRAMING = ("Content-Length", "Transfer-Encoding")
 _BODIES = st.one_of(
     st.binary(max_size=300),
     _fragments(b"<title>", b"</title>", b"<a href='", b"'>", b"\xe9", b"\x00", b"<meta charset=",
@@ -117,14 +120,17 @@ _BODIES = st.one_of(
                b"<meta name=robots content=noindex>", b"<plaintext>", b"&#0;", b"&#xD800;"),
     st.binary(max_size=200).map(gzip.compress),
     st.binary(max_size=200).map(zlib.compress),
+    _fragments(b"User-agent: *\n", b"Disallow: /", b"Allow: /", b"Sitemap: ", b"/s.xml\n",
+               b"Crawl-delay: 9\n", b"\xe9", b"*", b"$", b"<urlset><url><loc>", b"</loc>",
+               b"<lastmod>", b"</lastmod></url>", b"<sitemapindex>", b"<?xml version='1.0'?>"),
 )  # fmt: skip
 
 
 @st.composite
-def responses(draw: st.DrawFn) -> bytes:
-    """One raw answer: a status line, some of the headers above, a body, then close."""
+def responses(draw: st.DrawFn, names: tuple[str, ...] = HEADER_NAMES) -> bytes:
+    """One raw answer: a status line, some of ``names`` as headers, a body, then close."""
     lines = [draw(_STATUS_LINES)]
-    for name in draw(st.lists(st.sampled_from(HEADER_NAMES), max_size=6)):
+    for name in draw(st.lists(st.sampled_from(names), max_size=6)):
         lines.append(name.encode() + b": " + draw(_HEADER_VALUES[name]))
     if draw(st.booleans()):
         lines.append(b"Connection: close")
@@ -135,16 +141,20 @@ def responses(draw: st.DrawFn) -> bytes:
 
 
 class Site:
-    """The server's script: each host's home page answer; the rest is fixed."""
+    """The server's script: each host's home page and robots.txt, and the other paths."""
 
     def __init__(self) -> None:
         self.homes: list[bytes] = []
+        self.robots: list[bytes] = []
+        self.others: list[bytes] = []  # answers for other paths, picked by path
 
     def answer(self, host: int, target: str) -> bytes:
         if target == "/robots.txt":
-            return NOT_FOUND
+            return self.robots[host] if host < len(self.robots) else NOT_FOUND
         if target == "/" and host < len(self.homes):
             return self.homes[host]
+        if self.others:
+            return self.others[zlib.crc32(target.encode("latin-1")) % len(self.others)]
         return FIXED_PAGE
 
 
@@ -155,11 +165,11 @@ def served() -> Iterator[tuple[Site, RawServer]]:
         yield site, server
 
 
-def crawl(seeds: list[str], data: Path) -> bool:
+def crawl(seeds: list[str], data: Path, sitemaps: bool = False) -> bool:
     config = CrawlConfig(
-        seeds=seeds, allow_private=True, delay_s=0, max_attempts=1, sitemaps=False,
+        seeds=seeds, allow_private=True, delay_s=0, max_attempts=1, sitemaps=sitemaps,
         parse_processes=0, timeout_s=5, connect_timeout_s=5, robots_retry_waits_s=[0.01],
-        concurrency=8,
+        concurrency=8, max_crawl_delay_s=0.01,
     )  # fmt: skip
     backend = EmbeddedBackend(data)
     backend.store.create_job(config)
@@ -239,12 +249,53 @@ def test_any_bytes_from_a_server_end_with_every_url_recorded(
     served: tuple[Site, RawServer], homes: list[bytes]
 ) -> None:
     site, server = served
-    site.homes = homes
+    site.homes, site.robots, site.others = homes, [], []
+    crawl_and_check(server)
+
+
+def _no_pause(answer: bytes) -> bool:
+    """An answer after which the host need not wait: no 429/503, no Retry-After."""
+    status_line = answer.partition(b"\r\n")[0]
+    return (
+        b" 429" not in status_line
+        and b" 503" not in status_line
+        and (b"retry-after" not in answer.lower())
+    )
+
+
+_NO_PAUSE = tuple(name for name in HEADER_NAMES if name != "Retry-After") + FRAMING
+
+
+@settings(
+    max_examples=max(EXAMPLES // 2, 1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=None,
+)
+@given(
+    homes=st.lists(responses(HEADER_NAMES + FRAMING), min_size=HOSTS, max_size=HOSTS),
+    robots=st.lists(responses(_NO_PAUSE).filter(_no_pause), min_size=HOSTS, max_size=HOSTS),
+    others=st.lists(responses(_NO_PAUSE).filter(_no_pause), min_size=1, max_size=4),
+)
+def test_any_bytes_on_every_path_with_sitemaps(
+    served: tuple[Site, RawServer], homes: list[bytes], robots: list[bytes], others: list[bytes]
+) -> None:
+    """robots.txt, sitemaps, redirect targets and linked pages answer drawn bytes too.
+
+    Their answers never ask the host to wait (429, 503, Retry-After): the pages
+    after them on that host would wait with them, for up to an hour.
+    """
+    site, server = served
+    site.homes, site.robots, site.others = homes, robots, others
+    crawl_and_check(server, sitemaps=True)
+
+
+def crawl_and_check(server: RawServer, sitemaps: bool = False) -> None:
     seeds = [server.base(host) + "/" for host in range(HOSTS)]
     server.requests.clear()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        assert crawl(seeds, data) is True
+        assert crawl(seeds, data, sitemaps) is True
         asked = [server.base(r.host) + r.target for r in server.requests]
         pages = check_store(data, seeds, [u for u in asked if not u.endswith("/robots.txt")])
         check_warc(data, pages)
