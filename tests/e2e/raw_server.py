@@ -29,6 +29,7 @@ Answer = Callable[[int, str], bytes]
 class Request:
     host: int  # index of the address it arrived on
     target: str  # request target as sent (latin-1)
+    answer: bytes = b""  # what was sent back
 
 
 @dataclass
@@ -85,9 +86,10 @@ class RawServer:
                 if head is None:
                     return
                 target = head.split(b"\r\n", 1)[0].split(b" ")[1].decode("latin-1")
+                answer = self.answer(host, target)
                 with self._lock:
-                    self.requests.append(Request(host, target))
-                conn.sendall(self.answer(host, target))
+                    self.requests.append(Request(host, target, answer))
+                conn.sendall(answer)
                 conn.shutdown(socket.SHUT_WR)
             except (OSError, IndexError):
                 pass  # the client went away: nothing to answer

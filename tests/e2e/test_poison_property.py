@@ -29,6 +29,7 @@ import gzip
 import io
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import zlib
@@ -57,6 +58,7 @@ HEADER_NAMES = ("Location", "Content-Type", "Link", "X-Robots-Tag", "Retry-After
                 "Content-Encoding")  # fmt: skip
 
 _normalise = Normaliser()
+_LOCATION = re.compile(rb"\nlocation:", re.IGNORECASE)
 
 # -- what a server may send ----------------------------------------------------------
 
@@ -263,6 +265,12 @@ def _no_pause(answer: bytes) -> bool:
     )
 
 
+def _no_redirect(answer: bytes) -> bool:
+    # A robots.txt redirect hop is a request that no page row names (the
+    # homes of the test above cover redirects).
+    return b"location" not in answer.lower()
+
+
 _NO_PAUSE = tuple(name for name in HEADER_NAMES if name != "Retry-After") + FRAMING
 
 
@@ -274,7 +282,9 @@ _NO_PAUSE = tuple(name for name in HEADER_NAMES if name != "Retry-After") + FRAM
 )
 @given(
     homes=st.lists(responses(HEADER_NAMES + FRAMING), min_size=HOSTS, max_size=HOSTS),
-    robots=st.lists(responses(_NO_PAUSE).filter(_no_pause), min_size=HOSTS, max_size=HOSTS),
+    robots=st.lists(
+        responses(_NO_PAUSE).filter(_no_pause).filter(_no_redirect), min_size=HOSTS, max_size=HOSTS
+    ),
     others=st.lists(responses(_NO_PAUSE).filter(_no_pause), min_size=1, max_size=4),
 )
 def test_any_bytes_on_every_path_with_sitemaps(
@@ -296,7 +306,10 @@ def crawl_and_check(server: RawServer, sitemaps: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         assert crawl(seeds, data, sitemaps) is True
-        asked = [server.base(r.host) + r.target for r in server.requests]
-        pages = check_store(data, seeds, [u for u in asked if not u.endswith("/robots.txt")])
+        # A redirecting answer may be a hop inside a chain: only the chain's first
+        # and last URL are named by its row.
+        asked = [server.base(r.host) + r.target for r in server.requests
+                 if r.target != "/robots.txt" and not _LOCATION.search(r.answer)]  # fmt: skip
+        pages = check_store(data, seeds, asked)
         check_warc(data, pages)
         check_export(data)
