@@ -26,6 +26,10 @@ _URL_UNSAFE = re.compile("[\x00-\x20\x7f-\U0010ffff]+")
 _AUTHORITY_UNSAFE = re.compile("[\x00-\x20\x7f\ud800-\udfff]+")
 _SCHEME_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\\]*")
 _PRINTABLE_ASCII = re.compile("[\x21-\x7e]*")
+# WHATWG URL §4.4: leading and trailing C0 controls and spaces are stripped,
+# tabs and newlines anywhere removed, before anything is encoded.
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 
 
 def raw_bytes(text: str) -> bytes:
@@ -56,12 +60,14 @@ def safe_url(url: str) -> str:
 
     In the path, query and fragment every byte that is a control, space, DEL or
     not ASCII is percent-encoded: a raw ``\\xe9`` byte (a surrogate here) as
-    ``%E9``, a valid ``é`` as its UTF-8, ``%C3%A9`` (WHATWG URL §4.4). The
+    ``%E9``, a valid ``é`` as its UTF-8, ``%C3%A9`` (WHATWG URL §4.4), after
+    surrounding spaces and controls are stripped and tabs and newlines dropped. The
     authority keeps valid Unicode for the IDNA step of whoever reads it.
     An existing ``%`` is left alone: the URL may already be encoded.
     """
     if _PRINTABLE_ASCII.fullmatch(url):
         return url  # the common case
+    url = url.strip(_C0_AND_SPACE).translate(_TAB_NEWLINE)
     match = _SCHEME_AUTHORITY.match(url)
     split = match.end() if match else 0
     head = _AUTHORITY_UNSAFE.sub(_percent_encode, url[:split])

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from trawler.config import CrawlConfig
 from trawler.safetext import raw_bytes, safe_text, safe_url
 from trawler.urls import normalise
 
@@ -28,6 +29,7 @@ def from_wire(data: bytes) -> str:
         ("http://b\udcfcr.de/", "http://b%FCr.de/"),  # not text: cannot be a host either
         ("/rel\ud800", "/rel%EF%BF%BD"),  # a surrogate that escapes no byte
         ("http://h/plain", "http://h/plain"),
+        (" \x00http://h/a\tb\n\x01", "http://h/ab"),  # WHATWG: stripped, tab/newline dropped
     ],
 )
 def test_safe_url(url: str, expected: str) -> None:
@@ -41,6 +43,14 @@ def test_safe_text_replaces_undecodable_bytes_and_nul() -> None:
 
 def test_raw_bytes_round_trips_wire_bytes() -> None:
     assert raw_bytes(from_wire(b"\xff\xfe /caf\xe9")) == b"\xff\xfe /caf\xe9"
+
+
+def test_seeds_are_stored_as_text() -> None:
+    config = CrawlConfig(seeds=["http://h/x\x00y", " http://h/caf\udce9 "])
+    assert config.seeds == ["http://h/x%00y", "http://h/caf%E9"]
+    config.seeds = ["http://h/\udcff"]  # the CLI assigns them
+    assert config.seeds == ["http://h/%FF"]
+    config.model_dump_json().encode("utf-8")
 
 
 @given(st.binary(max_size=200))
