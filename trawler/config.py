@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trawler import __version__
+from trawler.safetext import safe_url
 
 DEFAULT_USER_AGENT = f"Trawler/{__version__} (+https://github.com/trawler-crawler/trawler)"
 
@@ -39,7 +40,8 @@ class ConfigError(ValueError):
 class CrawlConfig(BaseModel):
     """Everything that defines one crawl job. Stored with the job."""
 
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # validate_assignment: the CLI sets ``seeds`` after building the config.
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
 
     seeds: list[str] = Field(default_factory=list)
     max_depth: int | None = Field(default=None, ge=0)
@@ -69,6 +71,13 @@ class CrawlConfig(BaseModel):
     robots_retry_waits_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0])
     strip_params: list[str] = Field(default_factory=list)  # extra tracking params
     warc_max_bytes: int = Field(default=1024**3, ge=1024)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_are_text(cls, seeds: list[str]) -> list[str]:
+        # Stored with the job (PostgreSQL jsonb refuses NUL): a NUL, or a byte of a
+        # seeds file or argument that is not UTF-8, is percent-encoded as in a fetched URL.
+        return [safe_url(seed) for seed in seeds]
 
     @field_validator("include", "exclude")
     @classmethod

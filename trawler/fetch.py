@@ -28,6 +28,7 @@ from yarl import URL
 from trawler.config import CrawlConfig
 from trawler.netguard import GuardedResolver, PrivateAddressError, check_literal_host
 from trawler.records import FetchResult, Hop
+from trawler.safetext import safe_text, safe_url
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class Fetcher:
             await self._follow(result, hop_check, on_sent, limits)
         except Exception as exc:  # fetch() never raises; CancelledError is not an Exception
             result.error, detail = classify_error(exc)
-            result.error_detail = " ".join(detail.split())  # one line
+            result.error_detail = safe_text(" ".join(detail.split()))  # one line
         result.duration_s = time.monotonic() - started
         return result
 
@@ -251,19 +252,29 @@ class Fetcher:
 def _record_response(result: FetchResult, resp: aiohttp.ClientResponse) -> None:
     """Status line, headers and peer of this hop (the last hop's values stay)."""
     result.status = resp.status
-    result.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+    # As aiohttp decodes them: bytes that are not UTF-8 become lone surrogates,
+    # which the WARC writer turns back into the bytes that were sent.
+    result.headers = [(_decode(k), _decode(v)) for k, v in resp.raw_headers]
     result.http_version = f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1"
     result.request_headers = list(resp.request_info.headers.items())
     peer = getattr(resp, "peername", None)
     result.ip_address = peer[0] if peer else None
-    result.content_type, result.charset = parse_content_type(resp.headers.get("Content-Type"))
+    content_type = resp.headers.get("Content-Type")
+    if content_type is not None:  # stored with the page: it must be text
+        content_type = safe_text(content_type)
+    result.content_type, result.charset = parse_content_type(content_type)
     if resp.status in (429, 503):
         result.retry_after_s = parse_retry_after(resp.headers.get("Retry-After"))
 
 
 def _redirect_target(result: FetchResult, location: str, seen: set[str], max_redirects: int) -> str:
-    """The absolute URL a redirect points to, or FetchError if it must not be followed."""
-    target = urljoin(result.final_url, location.strip())
+    """The absolute URL a redirect points to, or FetchError if it must not be followed.
+
+    Bytes of the Location that are not UTF-8 (``/caf\\xe9.html``, from old
+    servers) are percent-encoded as browsers do: the target is stored and
+    archived, so it must be text.
+    """
+    target = safe_url(urljoin(result.final_url, location.strip()))
     scheme = target.partition(":")[0].lower()
     if scheme not in ("http", "https"):
         raise FetchError("bad_redirect", f"redirect to non-HTTP URL {target!r}")
@@ -272,6 +283,10 @@ def _redirect_target(result: FetchResult, location: str, seen: set[str], max_red
     if len(result.redirects) > max_redirects:
         raise FetchError("too_many_redirects", f"more than {max_redirects} redirects")
     return target
+
+
+def _decode(header_bytes: bytes) -> str:
+    return header_bytes.decode("utf-8", "surrogateescape")
 
 
 async def _read_body(resp: aiohttp.ClientResponse, limits: _Limits) -> bytes:
@@ -358,7 +373,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also takes "²", which float() refuses
         return float(value)
     try:
         when = parsedate_to_datetime(value)

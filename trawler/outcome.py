@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 from trawler.config import CrawlConfig
 from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
+from trawler.safetext import safe_url
 from trawler.simhash import hex64, simhash, text_hash
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -130,5 +131,6 @@ def canonical_from_link_header(headers: list[tuple[str, str]], base_url: str) ->
         for match in _LINK_VALUE.finditer(value):
             rel = _REL_PARAM.search(match.group(2))
             if rel and "canonical" in (rel.group(1) or rel.group(2) or "").lower().split():
-                return urljoin(base_url, match.group(1).strip())
+                # Header bytes that are not UTF-8 arrive as surrogates: encode them.
+                return safe_url(urljoin(base_url, match.group(1).strip()))
     return None

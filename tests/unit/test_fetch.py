@@ -522,6 +522,10 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("soon", now) is None
     assert parse_retry_after("-5", now) is None
     assert parse_retry_after(None, now) is None
+    # Digits to str.isdigit() but not to float(): raised ValueError, and the
+    # fetch of a 503 with "Retry-After: ²" was recorded as bad_url.
+    assert parse_retry_after("\u00b2", now) is None
+    assert parse_retry_after("\u0663", now) is None  # Arabic-Indic three
 
 
 async def test_content_type_parsed_from_response(server: TestServer) -> None:

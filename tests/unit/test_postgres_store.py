@@ -196,6 +196,14 @@ async def test_text_postgres_cannot_hold_is_replaced(store: PostgresStore) -> No
     assert row["url"] == "http://a.test/\ufffd"
 
 
+async def test_job_with_seeds_of_any_bytes_is_stored(store: PostgresStore) -> None:
+    # A NUL in a seeds file line made `trawler submit` fail: jsonb refuses \u0000.
+    seeds = ["http://a.test/x\x00y", "http://a.test/caf\udce9"]  # \udce9: argv byte 0xE9
+    job_id = await store.create_job(CrawlConfig(seeds=seeds))
+    config, _state = await store.get_job(job_id)
+    assert config.seeds == ["http://a.test/x%00y", "http://a.test/caf%E9"]
+
+
 # -- counters and stats -----------------------------------------------------------------
 
 

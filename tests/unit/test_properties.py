@@ -122,3 +122,60 @@ def test_sniffing_never_raises_and_only_upgrades_unknown_types(
     assert sniffed in (content_type, "text/html")
     if content_type == "text/plain":
         assert sniffed == "text/plain"  # a declared type is never second-guessed
+
+
+# Bytes that lead HTML parsers to keep NUL or odd code points if they can.
+_HOSTILE_HTML = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                b"<title>",
+                b"</title>",
+                b"<a href='",
+                b"'>",
+                b"\xe9",
+                b"\x00",
+                b"<meta charset=",
+                b"<link rel=canonical href=",
+                b"<base href=",
+                b"<svg><![CDATA[",
+                b"]]>",
+                b"<math><mi>",
+                b"<template>",
+                b"<meta name=description content='",
+                b"<plaintext>",
+                b"&#0;",
+                b"&#xD800;",
+                b"&#xDC80;",
+                b"<textarea>",
+                b"<script>",
+                b"<!--",
+                b"<main>",
+                b"\xed\xa0\x80",
+                b"\xff\xfe",
+                b"\xfe\xff",
+                b"\xef\xbb\xbf",
+            ]
+        ),
+        st.binary(max_size=8),
+    ),  # fmt: skip
+    max_size=12,
+).map(b"".join)
+
+
+_CHARSETS = st.sampled_from(
+    [None, "utf-8", "utf-16", "cp1252", "utf-7", "x-user-defined", "iso-2022-jp", "\udce9"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_HOSTILE_HTML, charset=_CHARSETS)
+def test_parsed_text_is_storable(body: bytes, charset: str | None) -> None:
+    """What the parser extracts goes to SQLite, PostgreSQL and exports: valid UTF-8, no NUL
+    (lexbor replaces NUL and bad references with U+FFFD; this keeps it so)."""
+    page = parse_html(body, "http://h/", charset)
+    values = [page.title, page.description, page.keywords, page.text, page.main_text,
+              page.canonical, page.base_href, *(link.url for link in page.links)]  # fmt: skip
+    for value in filter(None, values):
+        value.encode("utf-8")
+        assert "\x00" not in value

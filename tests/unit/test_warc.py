@@ -327,3 +327,15 @@ def test_recover_after_kill_9(tmp_path: Path, use_committed: bool) -> None:
     assert types.count("response") == types.count("request") == (5 if use_committed else 8)
     if use_committed:
         assert (tmp_path / name).stat().st_size == int(size)
+
+
+def test_header_bytes_that_are_not_text_are_archived_as_sent(tmp_path: Path) -> None:
+    # The fetcher decodes header bytes with surrogateescape, as aiohttp does;
+    # the writer gives back exactly the bytes the server sent.
+    sent = b"Location: /caf\xe9.html"
+    name, value = sent.decode("utf-8", "surrogateescape").split(": ")
+    with WarcWriter(tmp_path) as writer:
+        writer.write(make_result(status=301, headers=[(name, value)], body=b"", raw_body=b""))
+    path = only_file(tmp_path)
+    assert record_types(path) == ["warcinfo", "response", "request"]
+    assert b"\r\n" + sent + b"\r\n" in gzip.decompress(path.read_bytes())
