@@ -5,12 +5,14 @@ from __future__ import annotations
 import codecs
 import html
 import re
+import time
 from urllib.parse import urljoin, urlsplit
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from trawler.htmlbound import estimated_depth, too_deep
 from trawler.parse import codec_for_label, decode_html, parse_html, parse_x_robots_tag
 from trawler.records import Link, ParsedPage
 
@@ -497,3 +499,43 @@ def test_arbitrary_tag_soup_never_raises(pieces, encoding):
     page = parse_html(body, PAGE_URL, max_links=5)
     assert len(page.links) <= 5
     assert all(link.url.startswith(("http://", "https://")) for link in page.links)
+
+
+# --- bounded work: documents nested too deeply are not parsed -------------------
+
+
+def test_deeply_nested_document_is_refused_quickly():
+    levels = 100_000  # lexbor alone needs ~14 s for this (quadratic in depth)
+    markup = "<body>" + "<div>" * levels + "<a href=/deep>x</a>" + "</div>" * levels
+    started = time.process_time()
+    page = parse(markup)
+    assert time.process_time() - started < 2.0
+    assert page.error == "parse_too_complex" and page.links == [] and page.text == ""
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<div/>" * 5000,  # "/>" does not close an HTML element: 5000 nested divs
+        "<div></x>" * 5000,  # stray end tags close nothing
+        "<ul><li>" * 5000,
+        "<div>" * 5000,  # never closed
+    ],
+)
+def test_depth_estimate_is_not_fooled(markup):
+    assert estimated_depth(markup.encode()) >= 5000
+    assert too_deep(markup.encode())
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<svg>" + "<path d='M0 0'/>" * 5000 + "</svg>",  # self-closed in foreign content
+        "<div><font>x</div>" * 5000,  # sloppy but shallow: </div> closes the <font>
+        "<p>x" * 5000 + "<li>y" * 5000 + "<br><img src=a>" * 5000,  # implied ends, voids
+        "<div><span>x</span></div>" * 5000,
+    ],
+)
+def test_wide_documents_are_parsed(markup):
+    assert not too_deep(markup.encode())
+    assert parse(markup).error is None

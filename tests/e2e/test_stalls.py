@@ -1,0 +1,80 @@
+"""Stalls: one costly page, sitemap or dead host must not hold up the healthy hosts.
+
+Each test crawls a few healthy hosts (a chain of pages each, ``--delay``
+apart) next to the troublemaker, and reads from the server's log that every
+healthy host kept its pace: no gap between two of its requests longer than
+the delay plus a margin. On the code before the fix each of them saw a gap of
+many seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.scripted import Scripted, page, start_scripted
+from tests.e2e.test_rules import ROBOTS, links
+
+HEALTHY_HOSTS = 6
+CHAIN_PAGES = 12
+DELAY_S = 0.3
+# Gaps also hold scheduling jitter, commits and the parser's batch wait: generous,
+# yet far below the stalls the tests catch (10 s and more before the fixes).
+GAP_MARGIN_S = 2.5
+
+
+def chain_host() -> dict:
+    """A host whose pages link one to the next: one request per delay, start to end."""
+    script = {"/robots.txt": ROBOTS, "/": page(links("/p1"))}
+    for n in range(1, CHAIN_PAGES):
+        script[f"/p{n}"] = page(links(f"/p{n + 1}") if n + 1 < CHAIN_PAGES else links())
+    return script
+
+
+def healthy_script(first: int) -> dict:
+    return {str(first + i): chain_host() for i in range(HEALTHY_HOSTS)}
+
+
+def largest_gaps(server: Scripted, hosts: range) -> dict[str, float]:
+    """Per healthy host, the longest time between two requests it received."""
+    gaps = {}
+    for index in hosts:
+        netloc = server.bases[index].removeprefix("http://")
+        times = sorted(e["t"] for e in server.log() if e["host"] == netloc)
+        assert len(times) == CHAIN_PAGES + 1, f"{netloc} got {len(times)} requests"
+        gaps[netloc] = max(b - a for a, b in zip(times, times[1:], strict=False))
+    return gaps
+
+
+def crawl(server: Scripted, data: Path, *args: str, timeout: float = 240) -> None:
+    seeds = [base + "/" for base in server.bases]
+    out = run_trawler("crawl", *seeds, "--data", str(data), "--allow-private", "--delay",
+                      str(DELAY_S), "--parse-processes", "1", "-q", *args,
+                      timeout=timeout)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
+def deep_html(levels: int) -> str:
+    return f"<body>{'<div>' * levels}<a href=/from-deep>x</a>{'</div>' * levels}</body>"
+
+
+def test_deeply_nested_page_is_bounded_and_other_hosts_keep_their_pace(tmp_path: Path) -> None:
+    script = healthy_script(1)
+    script["0"] = {"/robots.txt": ROBOTS, "/": page(links("/deep", "/after")),
+                   "/deep": page(deep_html(100_000)), "/after": page(links()),
+                   "/from-deep": page(links())}  # fmt: skip
+    server = start_scripted(tmp_path, script)
+    data = tmp_path / "data"
+    try:
+        crawl(server, data, "--no-sitemaps")
+        gaps = largest_gaps(server, range(1, HEALTHY_HOSTS + 1))
+        rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+        # A resume finds the page recorded: it is neither fetched nor parsed again.
+        crawl(server, data, "--no-sitemaps")
+    finally:
+        server.stop()
+    assert max(gaps.values()) < DELAY_S + GAP_MARGIN_S, gaps
+    assert rows["deep"]["error"] == "parse_too_complex"
+    assert rows["deep"]["status"] == 200 and rows["after"]["error"] is None
+    assert "/from-deep" not in server.paths(0)  # the links of a page over the bound
+    assert server.paths(0).count("/deep") == 1
