@@ -9,6 +9,11 @@ also a fence: a page that crashes the HTML parser costs that page
 ``analyse`` is the one function both paths call: in the worker process
 (``AnalysisPool``) or inline (``--parse-processes 0``). The robots.txt check
 of the links stays in the loop, which owns the robots cache.
+
+Sitemaps are read on a thread (``analyse_sitemap``): a 50,000-URL sitemap
+takes about a second to parse and filter, which froze every host when done on
+the loop, and would hold up every HTML page queued behind it in the parser
+process.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -30,6 +36,7 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robots import user_agent_token
+from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser, Scope, TrapRules
 
 log = logging.getLogger("trawler")
@@ -45,6 +52,14 @@ class Analysis:
     outcome: Outcome  # the page row; outcome.links emptied (the requests below replace them)
     requests: list[CrawlRequest]  # followable links in scope, not traps; robots not yet checked
     rejected: dict[str, int]  # links left out, by reason
+
+
+@dataclass(slots=True)
+class SitemapAnalysis:
+    requests: list[CrawlRequest]  # child sitemaps and listed URLs; robots not yet checked
+    listed: int  # entries the sitemap listed
+    counters: Counter[str]  # sitemaps.* counters
+    rejected: Counter[str]  # URLs left out, by reason
 
 
 def _robots_unknown(_url: str) -> None:
@@ -75,6 +90,18 @@ def analyse_batch(config_json: str, items: list[tuple[CrawlRequest, FetchResult]
     """``analyse`` for many pages, answered as plain tuples: unpickling dataclasses
     in the crawl process cost as much as the parsing saved (bench/RESULTS.md)."""
     return [_flatten(analyse(config_json, request, result)) for request, result in items]
+
+
+def analyse_sitemap(
+    config: CrawlConfig, request: CrawlRequest, result: FetchResult
+) -> SitemapAnalysis:
+    """A fetched sitemap's URLs through the link filter; thread-safe (its own filter)."""
+    scope = Scope(config.scope, config.seeds, config.include, config.exclude)
+    links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(), config.max_depth,
+                       _robots_unknown)  # fmt: skip
+    counters: Counter[str] = Counter()
+    found, listed = sitemap_outcome(request, result, links, config.sitemap_depth, counters)
+    return SitemapAnalysis(found, listed, counters, links.rejected)
 
 
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
@@ -114,6 +141,7 @@ class AnalysisPool:
     """Runs ``analyse`` in worker processes, inline when there are none."""
 
     def __init__(self, config: CrawlConfig, processes: int) -> None:
+        self.config = config
         self.config_json = config.model_dump_json()
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
@@ -144,6 +172,9 @@ class AnalysisPool:
         elif self._timer is None:
             self._timer = loop.call_later(BATCH_WAIT_S, self._submit)
         return await future
+
+    async def analyse_sitemap(self, request: CrawlRequest, result: FetchResult) -> SitemapAnalysis:
+        return await asyncio.to_thread(analyse_sitemap, self.config, request, result)
 
     def _submit(self) -> None:
         """Send the waiting pages as one batch: one pickle and one wake-up for many pages."""

@@ -21,6 +21,9 @@ DELAY_S = 0.3
 # Gaps also hold scheduling jitter, commits and the parser's batch wait: generous,
 # yet far below the stalls the tests catch (10 s and more before the fixes).
 GAP_MARGIN_S = 2.5
+# A 50,000-URL sitemap froze the loop for 2.2 s here (3.2 s in the issue); read off
+# the loop, the healthy hosts' largest gap is the delay + ~0.1 s.
+SITEMAP_GAP_MARGIN_S = 1.0
 
 
 def chain_host() -> dict:
@@ -41,7 +44,8 @@ def largest_gaps(server: Scripted, hosts: range) -> dict[str, float]:
     for index in hosts:
         netloc = server.bases[index].removeprefix("http://")
         times = sorted(e["t"] for e in server.log() if e["host"] == netloc)
-        assert len(times) == CHAIN_PAGES + 1, f"{netloc} got {len(times)} requests"
+        chain = [e for e in server.log() if e["host"] == netloc and e["path"].startswith("/p")]
+        assert len(chain) == CHAIN_PAGES - 1, f"{netloc}: {len(chain)} chain pages fetched"
         gaps[netloc] = max(b - a for a, b in zip(times, times[1:], strict=False))
     return gaps
 
@@ -73,8 +77,36 @@ def test_deeply_nested_page_is_bounded_and_other_hosts_keep_their_pace(tmp_path:
         crawl(server, data, "--no-sitemaps")
     finally:
         server.stop()
+    # Before: every healthy host waited 24 s while the one parser process chewed on /deep.
     assert max(gaps.values()) < DELAY_S + GAP_MARGIN_S, gaps
     assert rows["deep"]["error"] == "parse_too_complex"
     assert rows["deep"]["status"] == 200 and rows["after"]["error"] is None
     assert "/from-deep" not in server.paths(0)  # the links of a page over the bound
     assert server.paths(0).count("/deep") == 1
+
+
+def big_sitemap(base: str, urls: int) -> str:
+    entries = "".join(f"<url><loc>{base}/listed/{n}</loc></url>" for n in range(urls))
+    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+
+
+def test_big_sitemap_is_parsed_off_the_crawl_loop(tmp_path: Path) -> None:
+    script = healthy_script(1)
+    robots = "User-agent: *\nDisallow: /private/\nSitemap: http://127.0.9.1:{port}/big.xml\n"
+    script["0"] = {"/robots.txt": page(robots, **{"Content-Type": "text/plain"}),
+                   "/": page(links()),
+                   "/big.xml": page(big_sitemap("http://127.0.9.1:{port}", 50_000),
+                                    **{"Content-Type": "application/xml"})}  # fmt: skip
+    server = start_scripted(tmp_path, script)
+    data = tmp_path / "data"
+    try:
+        # The page budget keeps the crawl of the listed URLs short; all 50,000 are read.
+        crawl(server, data, "--max-pages-per-host", "20")
+        gaps = largest_gaps(server, range(1, HEALTHY_HOSTS + 1))
+    finally:
+        server.stop()
+    # Before: every healthy host waited 2.2 s while the loop read the sitemap.
+    assert max(gaps.values()) < DELAY_S + SITEMAP_GAP_MARGIN_S, gaps
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+    assert rows["big.xml"]["error"] is None and rows["big.xml"]["links_count"] == 50_000
+    assert sum(1 for path in server.paths(0) if path.startswith("/listed/")) >= 10
