@@ -55,6 +55,9 @@ class CrawlConfig(BaseModel):
     allow_private: bool = False
     connect_timeout_s: float = Field(default=10.0, gt=0)
     timeout_s: float = Field(default=30.0, gt=0)
+    # Connect + response headers; below timeout_s, so a host that never answers
+    # gives its slot back sooner (and is paused: retry.py).
+    first_byte_timeout_s: float = Field(default=10.0, gt=0)
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
@@ -91,6 +94,7 @@ _FIELD_ALIASES = {
     "max_crawl_delay": "max_crawl_delay_s",
     "timeout": "timeout_s",
     "connect_timeout": "connect_timeout_s",
+    "first_byte_timeout": "first_byte_timeout_s",
     "robots_retry_waits": "robots_retry_waits_s",
 }
 

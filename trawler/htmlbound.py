@@ -9,8 +9,8 @@ that. Inline, table and formatting nesting stays linear. So a document whose
 estimated depth is over ``MAX_DEPTH`` is not parsed at all (``parse_too_complex``).
 
 The estimate is one linear pass over the tags, a simplified stack of open
-elements: void elements and elements whose end tag is optional (``<p>``,
-``<li>``, ``<td>``, ...) are not pushed, an end tag pops up to its element
+elements: void elements, and elements a second one of which closes the first
+(``<p>``, ``<li>``, ``<td>``, ``<a>``, ...), are not pushed; an end tag pops up to its element
 (as the tree builder does) and is ignored when that element is not open, so
 sloppy but shallow markup (``<div><font>x</div>`` repeated) stays shallow.
 Browsers do not render deeper trees either: Blink caps the parser's tree at 512.
@@ -28,11 +28,13 @@ _VOID = frozenset(
     b"area base basefont bgsound br col embed frame hr img input keygen link meta param "
     b"source track wbr".split()
 )
-# HTML §13.1.2.4: end tags that may be omitted; the parser closes these itself
-# (a new <p> or <li> closes the last one), so they never stack up.
-_IMPLIED_END = frozenset(
+# Elements that never stack up: the end tag may be omitted and the next one closes
+# them (HTML §13.1.2.4: p, li, td, ...), the tree builder closes an open one
+# first (§13.2.6.4.7: a and nobr by the adoption agency, button, select,
+# headings), or ignores a nested one (form).
+_NOT_NESTED = frozenset(
     b"p li dt dd option optgroup rb rt rp rtc tr td th thead tbody tfoot colgroup caption "
-    b"html head body".split()
+    b"html head body a nobr button select form h1 h2 h3 h4 h5 h6".split()
 )
 _FOREIGN = frozenset({b"svg", b"math"})  # inside these, "/>" really closes an element
 
@@ -55,7 +57,7 @@ def estimated_depth(html: bytes, stop_at: int | None = None) -> int:
             if open_count[name]:
                 _pop_to(stack, open_count, name)
             continue
-        if name in _VOID or name in _IMPLIED_END:
+        if name in _VOID or name in _NOT_NESTED:
             continue
         # "/>" closes an element only in SVG and MathML; <div/> opens a div.
         if self_closing and (name in _FOREIGN or open_count[b"svg"] or open_count[b"math"]):

@@ -534,6 +534,7 @@ def test_depth_estimate_is_not_fooled(markup):
         "<div><font>x</div>" * 5000,  # sloppy but shallow: </div> closes the <font>
         "<p>x" * 5000 + "<li>y" * 5000 + "<br><img src=a>" * 5000,  # implied ends, voids
         "<div><span>x</span></div>" * 5000,
+        "<a href=x>y" * 5000,  # a new <a> closes the open one
     ],
 )
 def test_wide_documents_are_parsed(markup):

@@ -6,6 +6,13 @@ may next be contacted. A pick pops the earliest-ready host, O(log hosts),
 never a scan. Heap entries are invalidated lazily: a slot remembers the key
 it was pushed under (``in_heap_at``), and stale entries are dropped on pop.
 
+There are two heaps. Hosts that answered their last request are picked
+first; hosts not contacted yet, or whose last request timed out or failed to
+connect, wait behind them, and at most ``unproven_limit`` of those are in
+flight at once (politeness.unproven_limit). Without that, hosts that accept
+connections and never answer held every slot of the crawl, and the healthy
+hosts got no request for minutes.
+
 Durability lives in the ``urls`` table (see store/sqlite.py): every
 discovered URL is a row keyed by its fingerprint, queued until its page is
 committed. Leases are only in memory: after a crash every queued row is
@@ -29,18 +36,26 @@ from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 
 # (depth, sequence, request): the per-host queue order.
 QueueItem = tuple[int, int, CrawlRequest]
+# (next_allowed_at, sequence, host): the ready-heap order.
+ReadyEntry = tuple[float, int, str]
 
 
 class SqliteFrontier:
     def __init__(
-        self, policy: PolitenessPolicy, clock: Callable[[], float] = time.monotonic
+        self,
+        policy: PolitenessPolicy,
+        clock: Callable[[], float] = time.monotonic,
+        unproven_limit: int | None = None,  # None: no cap
     ) -> None:
         self.policy = policy
         self.clock = clock
+        self.unproven_limit = unproven_limit
         self._seen: set[int] = set()
         self._queues: dict[str, list[QueueItem]] = {}
         self._slots: dict[str, HostSlot] = {}
-        self._ready: list[tuple[float, int, str]] = []
+        self._ready: list[ReadyEntry] = []  # hosts that answered their last request
+        self._unproven: list[ReadyEntry] = []  # the others: not contacted, timed out
+        self._unproven_leased: set[str] = set()
         self._seq = itertools.count()
         self._queued = 0
         self._leased = 0
@@ -105,27 +120,48 @@ class SqliteFrontier:
 
     async def next(self) -> CrawlRequest | None:
         while not self._closed:
-            if not self._ready:
+            heads = [(heap, head) for heap in self._open_heaps() if (head := self._head(heap))]
+            if not heads:
                 if self._queued == 0 and self._leased == 0:
                     return None
                 await self._wait(None)
                 continue
-            ready_at, _, host = self._ready[0]
-            slot = self._slots[host]
-            if slot.in_heap_at != ready_at or slot.busy:
-                heapq.heappop(self._ready)  # stale entry
-                continue
-            delay = ready_at - self.clock()
-            if delay > 0:
-                await self._wait(delay)
-                continue
-            heapq.heappop(self._ready)
-            slot.in_heap_at = None
-            slot.busy = True
-            self._queued -= 1
-            self._leased += 1
-            return heapq.heappop(self._queues[host])[2]
+            now = self.clock()
+            for heap, (ready_at, _, host) in heads:  # answering hosts first
+                if ready_at <= now:
+                    return self._lease(heap, host)
+            await self._wait(min(head[0] for _, head in heads) - now)
         return None
+
+    def _open_heaps(self) -> list[list[ReadyEntry]]:
+        limit = self.unproven_limit
+        if limit is not None and len(self._unproven_leased) >= limit:
+            return [self._ready]
+        return [self._ready, self._unproven]
+
+    def _head(self, heap: list[ReadyEntry]) -> ReadyEntry | None:
+        """The heap's first live entry, stale ones dropped."""
+        while heap:
+            ready_at, _, host = heap[0]
+            slot = self._slots[host]
+            if slot.in_heap_at == ready_at and not slot.busy and self._heap_of(slot) is heap:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest:
+        heapq.heappop(heap)
+        slot = self._slots[host]
+        slot.in_heap_at = None
+        slot.busy = True
+        if heap is self._unproven:
+            self._unproven_leased.add(host)
+        self._queued -= 1
+        self._leased += 1
+        return heapq.heappop(self._queues[host])[2]
+
+    def _heap_of(self, slot: HostSlot) -> list[ReadyEntry]:
+        return self._ready if slot.health.responsive else self._unproven
 
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._slot(host), sent_at)
@@ -147,6 +183,9 @@ class SqliteFrontier:
     async def finish_host(self, host: str) -> None:
         slot = self._slot(host)
         slot.busy = False
+        if host in self._unproven_leased:
+            self._unproven_leased.discard(host)
+            self._changed.set()  # a next() waiting for the cap may go on
         self._schedule(slot)
 
     async def acquire_host(self, host: str) -> None:
@@ -216,7 +255,7 @@ class SqliteFrontier:
         if slot.busy or slot.in_heap_at is not None or not self._queues.get(slot.host):
             return
         slot.in_heap_at = slot.next_allowed_at
-        heapq.heappush(self._ready, (slot.next_allowed_at, next(self._seq), slot.host))
+        heapq.heappush(self._heap_of(slot), (slot.next_allowed_at, next(self._seq), slot.host))
         self._changed.set()
 
     async def _wait(self, timeout: float | None) -> None:
