@@ -223,6 +223,34 @@ class TestSqliteFrontier(FrontierContract):
         for h in harnesses:
             h.conn.close()
 
+    async def test_answering_hosts_first_and_silent_ones_capped(self, tmp_path: Path) -> None:
+        """Hosts that did not answer their last request (or were not tried yet) wait
+        behind those that did, and hold at most ``unproven_limit`` slots."""
+        frontier = SqliteFrontier(PolitenessPolicy(0.0), unproven_limit=2)
+        healthy = [req("http://127.0.1.1/"), req("http://127.0.1.1/next")]
+        dead = [req(f"http://127.0.0.{n}/") for n in range(1, 4)]
+        frontier.enqueue(healthy + dead)
+
+        async def lease() -> CrawlRequest:
+            request = await asyncio.wait_for(frontier.next(), 1)
+            assert request is not None
+            return request
+
+        assert (await lease()).url == healthy[0].url
+        assert (await lease()).url == dead[0].url  # hangs: 2 of 2 untried slots in use
+        frontier.record_response(healthy[0].host, 200, None, None)
+        await frontier.finish_host(healthy[0].host)
+        # The host that answered goes before the untried one queued before it.
+        assert (await lease()).url == healthy[1].url
+        assert (await lease()).url == dead[1].url
+        waiting = asyncio.ensure_future(frontier.next())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # the cap: dead[2] waits for a hanging request to end
+        frontier.record_response(dead[0].host, None, "timeout", None)
+        await frontier.finish_host(dead[0].host)
+        third = await asyncio.wait_for(waiting, 1)
+        assert third is not None and third.url == dead[2].url
+
 
 # -- a real redis-server -----------------------------------------------------------
 @pytest.fixture
