@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 from charset_normalizer import from_bytes
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from trawler.htmlbound import too_deep
+from trawler.htmlbound import too_complex
 from trawler.records import Link, ParsedPage
 
 _META_PRESCAN_BYTES = 4096  # WHATWG says 1024; real pages often declare later
@@ -199,12 +199,12 @@ def parse_html(
 ) -> ParsedPage:
     """Parse one HTML document fetched from ``url``. Never raises on bad input.
 
-    A document nested too deeply to parse in bounded time (htmlbound.py) comes
-    back with ``error="parse_too_complex"`` and nothing extracted."""
+    A document that would cost the parser too much (htmlbound.py) comes back
+    with ``error="parse_too_complex"`` and nothing extracted."""
     text, charset = decode_html(body, header_charset)
     # Pass UTF-8 bytes ourselves: str input would fail on lone surrogates.
     utf8 = text.encode("utf-8", "replace")
-    if too_deep(utf8):
+    if too_complex(utf8):
         return ParsedPage(charset=charset, error="parse_too_complex")
     tree = LexborHTMLParser(utf8)
     page = ParsedPage(charset=charset)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from trawler.htmlbound import estimated_depth, too_deep
+from trawler.htmlbound import MAX_WORK, estimated_work, too_complex
 from trawler.parse import codec_for_label, decode_html, parse_html, parse_x_robots_tag
 from trawler.records import Link, ParsedPage
 
@@ -501,7 +501,7 @@ def test_arbitrary_tag_soup_never_raises(pieces, encoding):
     assert all(link.url.startswith(("http://", "https://")) for link in page.links)
 
 
-# --- bounded work: documents nested too deeply are not parsed -------------------
+# --- bounded work: documents too costly to parse are not parsed -------------------
 
 
 def test_deeply_nested_document_is_refused_quickly():
@@ -513,30 +513,36 @@ def test_deeply_nested_document_is_refused_quickly():
     assert page.error == "parse_too_complex" and page.links == [] and page.text == ""
 
 
-@pytest.mark.parametrize(
-    "markup",
-    [
-        "<div/>" * 5000,  # "/>" does not close an HTML element: 5000 nested divs
-        "<div></x>" * 5000,  # stray end tags close nothing
-        "<ul><li>" * 5000,
-        "<div>" * 5000,  # never closed
-    ],
-)
-def test_depth_estimate_is_not_fooled(markup):
-    assert estimated_depth(markup.encode()) >= 5000
-    assert too_deep(markup.encode())
+def test_many_blocks_at_moderate_depth_are_refused():
+    markup = "<body>" + "<div>" * 4000 + "<div></div>" * 100_000  # lexbor: ~1 s, 9 s at 10 MB
+    assert estimated_work(markup.encode()) > MAX_WORK
+    assert parse(markup).error == "parse_too_complex"
 
 
 @pytest.mark.parametrize(
     "markup",
     [
-        "<svg>" + "<path d='M0 0'/>" * 5000 + "</svg>",  # self-closed in foreign content
-        "<div><font>x</div>" * 5000,  # sloppy but shallow: </div> closes the <font>
-        "<p>x" * 5000 + "<li>y" * 5000 + "<br><img src=a>" * 5000,  # implied ends, voids
-        "<div><span>x</span></div>" * 5000,
-        "<a href=x>y" * 5000,  # a new <a> closes the open one
+        "<div/>" * 30_000,  # "/>" does not close an HTML element: 30,000 nested divs
+        "<div></x>" * 30_000,  # stray end tags close nothing
+        "<ul><li>" * 30_000,
+        "<div>" * 30_000,  # never closed
     ],
 )
-def test_wide_documents_are_parsed(markup):
-    assert not too_deep(markup.encode())
+def test_work_estimate_is_not_fooled(markup):
+    assert too_complex(markup.encode())
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<svg>" + "<path d='M0 0'/>" * 30_000 + "</svg>",  # self-closed in foreign content
+        "<div><font>x</div>" * 30_000,  # sloppy but shallow: </div> closes the <font>
+        "<p>x" * 30_000 + "<li>y" * 30_000 + "<br><img src=a>" * 30_000,  # implied ends, voids
+        "<div><span>x</span></div>" * 30_000,
+        "<a href=x>y" * 30_000,  # a new <a> closes the open one
+        "<div>" * 100 + "<div><p>x</p></div>" * 30_000,  # big and 100 deep: ~6M
+    ],
+)
+def test_big_ordinary_documents_are_parsed(markup):
+    assert not too_complex(markup.encode())
     assert parse(markup).error is None
