@@ -4,7 +4,12 @@ Parsing HTML, SimHash and normalising links are pure CPU work, about a third
 of what the crawl loop spends per page (bench/RESULTS.md). Run in a worker
 process, they use a second core; the loop keeps only the I/O. The worker is
 also a fence: a page that crashes the HTML parser costs that page
-(``parse_crash``), never the crawl.
+(``parse_crash``), never the crawl. Each page may use ``--parse-time-limit``
+seconds of CPU there (SIGPROF ends the process past it): htmlbound.py refuses
+the documents known to be costly before parsing; this catches the rest
+(``parse_too_complex``). When a batch breaks the process, its pages are
+analysed again one at a time in a process of their own, so the break is
+pinned on one page, recorded with its error code and never parsed again.
 
 ``analyse`` is the one function both paths call: in the worker process
 (``AnalysisPool``) or inline (``--parse-processes 0``). The robots.txt check
@@ -23,9 +28,10 @@ import functools
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -87,9 +93,25 @@ def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Ana
 
 
 def analyse_batch(config_json: str, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
-    """``analyse`` for many pages, answered as plain tuples: unpickling dataclasses
-    in the crawl process cost as much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse(config_json, request, result)) for request, result in items]
+    """``analyse`` for many pages in a worker process, each within the CPU limit,
+    answered as plain tuples: unpickling dataclasses in the crawl process cost as
+    much as the parsing saved (bench/RESULTS.md)."""
+    return [_flatten(analyse_limited(config_json, request, result)) for request, result in items]
+
+
+def analyse_limited(config_json: str, request: CrawlRequest, result: FetchResult) -> Analysis:
+    """``analyse`` in a worker process: past the page's CPU time the process dies.
+
+    A timer, not a check between steps: the time goes inside lexbor's C code,
+    which no Python-level signal handler can interrupt. SIGPROF's default
+    action ends the process; the crawler sees the pool break (AnalysisPool).
+    """
+    limit_s = _analyser(config_json)[0].parse_time_limit_s
+    signal.setitimer(signal.ITIMER_PROF, limit_s)  # process CPU time, user + system
+    try:
+        return analyse(config_json, request, result)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def analyse_sitemap(
@@ -137,6 +159,9 @@ def default_processes() -> int:
     return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
 
 
+Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
+
+
 class AnalysisPool:
     """Runs ``analyse`` in worker processes, inline when there are none."""
 
@@ -145,18 +170,20 @@ class AnalysisPool:
         self.config_json = config.model_dump_json()
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
-        self._waiting: list[tuple[CrawlRequest, FetchResult, asyncio.Future[Analysis]]] = []
+        self._waiting: list[Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._retrying: set[asyncio.Future[None]] = set()
+        self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
+        self._isolating: asyncio.Task[None] | None = None
+        self._alone: ProcessPoolExecutor | None = None  # one process, one suspect at a time
         if processes > 0:
-            self._pool = self._new_pool()
+            self._pool = self._new_pool(processes)
 
-    def _new_pool(self) -> ProcessPoolExecutor:
+    def _new_pool(self, processes: int) -> ProcessPoolExecutor:
         # spawn: a clean child (not a fork of a process with threads and a loop),
         # and a direct child, so it can tell when the crawler is gone.
         context = multiprocessing.get_context("spawn")
         return ProcessPoolExecutor(
-            self.processes, mp_context=context, initializer=_exit_with_parent,
+            processes, mp_context=context, initializer=_exit_with_parent,
             initargs=(os.getpid(),),
         )  # fmt: skip
 
@@ -182,13 +209,16 @@ class AnalysisPool:
             self._timer.cancel()
             self._timer = None
         batch, self._waiting = self._waiting, []
-        if not batch or self._pool is None:
+        pool = self._pool
+        if not batch or pool is None:
             return
         items = [(request, result) for request, result, _ in batch]
-        done = asyncio.wrap_future(self._pool.submit(analyse_batch, self.config_json, items))
-        done.add_done_callback(lambda finished: self._deliver(batch, finished))
+        done = asyncio.wrap_future(pool.submit(analyse_batch, self.config_json, items))
+        done.add_done_callback(lambda finished: self._deliver(pool, batch, finished))
 
-    def _deliver(self, batch: list, finished: asyncio.Future[list[tuple]]) -> None:
+    def _deliver(
+        self, pool: ProcessPoolExecutor, batch: list[Waiting], finished: asyncio.Future[list]
+    ) -> None:
         if finished.cancelled():
             return
         error = finished.exception()
@@ -197,40 +227,55 @@ class AnalysisPool:
                 if not future.done():
                     future.set_result(_unflatten(flat))
             return
-        if isinstance(error, BrokenProcessPool):
+        if not isinstance(error, BrokenProcessPool):
+            for _, _, future in batch:  # a bug: delivered to the pages' tasks
+                if not future.done():
+                    future.set_exception(error)
+            return
+        if pool is self._pool:  # other batches on the same pool break too: restart once
             log.error("page analysis crashed in a batch of %d pages; restarting it", len(batch))
-            self._restart()
-        for request, result, future in batch:  # one at a time, so a crash names its page
-            if not future.done():
-                task = asyncio.ensure_future(self._one(request, result, future))
-                self._retrying.add(task)
-                task.add_done_callback(self._retrying.discard)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool(self.processes)
+        self._suspects.extend(batch)
+        if self._isolating is None or self._isolating.done():
+            self._isolating = asyncio.ensure_future(self._isolate())
 
-    async def _one(
-        self, request: CrawlRequest, result: FetchResult, future: asyncio.Future
-    ) -> None:
-        assert self._pool is not None
+    async def _isolate(self) -> None:
+        """Analyse the suspects one at a time, so a break names its page."""
+        while self._suspects:
+            request, result, future = self._suspects.popleft()
+            if future.done():
+                continue
+            try:
+                future.set_result(await self._analyse_alone(request, result))
+            except Exception as exc:  # noqa: BLE001 - delivered to the page's task
+                future.set_exception(exc)
+
+    async def _analyse_alone(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         loop = asyncio.get_running_loop()
+        if self._alone is None:
+            self._alone = self._new_pool(1)
+            await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
+        started = time.monotonic()
         try:
-            outcome = await loop.run_in_executor(
-                self._pool, analyse, self.config_json, request, result
+            return await loop.run_in_executor(
+                self._alone, analyse_limited, self.config_json, request, result
             )
         except BrokenProcessPool:
-            log.error("page analysis crashed on %s; restarting the analysis process", request.url)
-            self._restart()
-            crashed = replace(result, error="parse_crash", error_detail="the HTML parser crashed")
-            outcome = analyse(self.config_json, request, crashed)
-        except Exception as exc:  # noqa: BLE001 - delivered to the page's task
-            future.set_exception(exc)
-            return
-        future.set_result(outcome)
-
-    def _restart(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new_pool()
+            self._alone.shutdown(wait=False, cancel_futures=True)
+            self._alone = None
+        # CPU time never exceeds wall time: a break this late is the CPU limit.
+        if time.monotonic() - started >= self.config.parse_time_limit_s:
+            error, detail = "parse_too_complex", "over the parser's CPU time limit"
+        else:
+            error, detail = "parse_crash", "the HTML parser crashed"
+        log.error("page analysis failed on %s: %s", request.url, detail)
+        return analyse(self.config_json, request, replace(result, error=error, error_detail=detail))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._alone):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._alone = None
+        if self._isolating is not None:
+            self._isolating.cancel()

@@ -84,6 +84,7 @@ def crawl(
     sitemaps: Annotated[bool | None, typer.Option("--sitemaps/--no-sitemaps", help="Read robots.txt Sitemap: lines and /sitemap.xml of seed hosts [on].")] = None,
     sitemap_depth: Annotated[int | None, typer.Option(help="Depth at which sitemap URLs enter the frontier [1].")] = None,
     parse_processes: Annotated[int | None, typer.Option(help="Processes parsing pages beside the crawl loop; 0 = in the loop [one per spare core].")] = None,
+    parse_time_limit: Annotated[float | None, typer.Option(help="CPU seconds one page may take in a parser process [10].")] = None,
     near_duplicate_bits: Annotated[int | None, typer.Option(help="SimHash distance that makes a near-duplicate [3].")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,
     max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
@@ -144,7 +145,7 @@ _CONFIG_PARAMS = {
     "warc_max_bytes": "warc_max_bytes", "sitemaps": "sitemaps", "sitemap_depth": "sitemap_depth",
     "near_duplicate_bits": "near_duplicate_bits", "max_attempts": "max_attempts",
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
-    "parse_processes": "parse_processes",
+    "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
 }  # fmt: skip
 
 

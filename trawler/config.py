@@ -64,6 +64,8 @@ class CrawlConfig(BaseModel):
     near_duplicate_bits: int = Field(default=3, ge=0, le=16)  # SimHash Hamming distance
     # Processes that parse pages next to the crawl loop; None = one per spare core.
     parse_processes: int | None = Field(default=None, ge=0, le=64)
+    # CPU seconds one page may take there; past it: parse_too_complex (analysis.py).
+    parse_time_limit_s: float = Field(default=10.0, gt=0)
     sitemaps: bool = True  # read robots.txt Sitemap: lines and /sitemap.xml of seed hosts
     sitemap_depth: int = Field(default=1, ge=0)  # the depth sitemap URLs enter the frontier at
     # Fetch attempts per URL for connect errors, timeouts, 5xx, 429 and 503.
@@ -95,6 +97,7 @@ _FIELD_ALIASES = {
     "timeout": "timeout_s",
     "connect_timeout": "connect_timeout_s",
     "first_byte_timeout": "first_byte_timeout_s",
+    "parse_time_limit": "parse_time_limit_s",
     "robots_retry_waits": "robots_retry_waits_s",
 }
 

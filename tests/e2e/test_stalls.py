@@ -194,3 +194,23 @@ def test_silent_hosts_do_not_starve_healthy_ones(tmp_path: Path) -> None:
     # Before: the healthy hosts got 0 (or 10 with only the first-byte timeout and the
     # pauses) of their 11 chain pages in 60 s.
     assert max(gaps.values()) < DELAY_S + GAP_MARGIN_S, gaps
+
+
+def test_page_over_the_parser_cpu_limit_costs_that_page_only(tmp_path: Path) -> None:
+    # Under the pre-parse bound (htmlbound.py) but ~0.4 s of lexbor: over a 0.1 s limit.
+    costly = "<body>" + "<div>" * 4000 + "<div></div>" * 45_000 + "<a href=/from-costly>x</a>"
+    script = healthy_script(1)
+    script["0"] = {"/robots.txt": ROBOTS, "/": page(links("/costly", "/after")),
+                   "/costly": page(costly), "/after": page(links()),
+                   "/from-costly": page(links())}  # fmt: skip
+    server = start_scripted(tmp_path, script)
+    data = tmp_path / "data"
+    try:
+        crawl(server, data, "--no-sitemaps", "--parse-time-limit", "0.1")
+    finally:
+        server.stop()
+    rows = export_rows(data)
+    errors = {r["url"].rsplit("/", 1)[1]: r["error"] for r in rows if r["error"]}
+    assert errors == {"costly": "parse_too_complex"}  # the rest of its batch parsed again
+    assert len(rows) == 3 + HEALTHY_HOSTS * CHAIN_PAGES
+    assert "/from-costly" not in server.paths(0)
