@@ -60,7 +60,8 @@ class HostHealth:
     backoff_s: float = 0.0  # extra interval on top of the politeness interval
     consecutive_failures: int = 0  # connect errors, timeouts and 5xx in a row
     paused_until: float = 0.0  # no request may start before this (Retry-After, pause)
-    responsive: bool = False  # its last request got an answer (not a timeout or connect error)
+    # Its last request got an answer (a status line); None: not tried yet.
+    responsive: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,10 @@ class RetryPolicy:
         now: float,
     ) -> None:
         """Update a host's health after one request to it (robots.txt included)."""
-        health.responsive = status is not None  # a slow body is an answer; no status line is not
+        if status is not None:  # a status line is an answer, even with a slow body
+            health.responsive = True
+        elif error in TRANSIENT_ERRORS:
+            health.responsive = False
         if error in TRANSIENT_ERRORS or (error is None and status is not None and status >= 500):
             self._failed(health, now)
             if error == "timeout" and status is None:  # not even a status line

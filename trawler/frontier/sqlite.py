@@ -6,12 +6,14 @@ may next be contacted. A pick pops the earliest-ready host, O(log hosts),
 never a scan. Heap entries are invalidated lazily: a slot remembers the key
 it was pushed under (``in_heap_at``), and stale entries are dropped on pop.
 
-There are two heaps. Hosts that answered their last request are picked
-first; hosts not contacted yet, or whose last request timed out or failed to
-connect, wait behind them, and at most ``unproven_limit`` of those are in
-flight at once (politeness.unproven_limit). Without that, hosts that accept
-connections and never answer held every slot of the crawl, and the healthy
-hosts got no request for minutes.
+Hosts sit in one of three heaps by how their last request went (retry.py,
+``HostHealth.responsive``): answered, not tried yet, no answer (timeout,
+connect error). The first two are picked by readiness alone; a host that did
+not answer only when neither has a host ready. Hosts not known to answer
+(the last two heaps) hold at most ``unproven_limit`` requests at once
+(politeness.unproven_limit). Without that, hosts that accept connections and
+never answer held every slot of the crawl, and the healthy hosts got no
+request for minutes.
 
 Durability lives in the ``urls`` table (see store/sqlite.py): every
 discovered URL is a row keyed by its fingerprint, queued until its page is
@@ -54,8 +56,9 @@ class SqliteFrontier:
         self._queues: dict[str, list[QueueItem]] = {}
         self._slots: dict[str, HostSlot] = {}
         self._ready: list[ReadyEntry] = []  # hosts that answered their last request
-        self._unproven: list[ReadyEntry] = []  # the others: not contacted, timed out
-        self._unproven_leased: set[str] = set()
+        self._untried: list[ReadyEntry] = []  # hosts not contacted yet
+        self._silent: list[ReadyEntry] = []  # hosts whose last request got no answer
+        self._unproven_leased: set[str] = set()  # leased hosts from the last two
         self._seq = itertools.count()
         self._queued = 0
         self._leased = 0
@@ -120,24 +123,27 @@ class SqliteFrontier:
 
     async def next(self) -> CrawlRequest | None:
         while not self._closed:
-            heads = [(heap, head) for heap in self._open_heaps() if (head := self._head(heap))]
+            heads = self._heads()
             if not heads:
                 if self._queued == 0 and self._leased == 0:
                     return None
                 await self._wait(None)
                 continue
             now = self.clock()
-            for heap, (ready_at, _, host) in heads:  # answering hosts first
-                if ready_at <= now:
-                    return self._lease(heap, host)
-            await self._wait(min(head[0] for _, head in heads) - now)
+            ready = [(head, heap) for head, heap in heads if head[0] <= now]
+            if ready:  # the earliest ready, a silent host only if no other is ready
+                head, heap = min(ready, key=lambda item: (item[1] is self._silent, item[0]))
+                return self._lease(heap, head[2])
+            await self._wait(min(head[0] for head, _ in heads) - now)
         return None
 
-    def _open_heaps(self) -> list[list[ReadyEntry]]:
+    def _heads(self) -> list[tuple[ReadyEntry, list[ReadyEntry]]]:
+        """The first live entry of each heap a host may be leased from now."""
+        heaps = [self._ready]
         limit = self.unproven_limit
-        if limit is not None and len(self._unproven_leased) >= limit:
-            return [self._ready]
-        return [self._ready, self._unproven]
+        if limit is None or len(self._unproven_leased) < limit:
+            heaps += [self._untried, self._silent]
+        return [(head, heap) for heap in heaps if (head := self._head(heap)) is not None]
 
     def _head(self, heap: list[ReadyEntry]) -> ReadyEntry | None:
         """The heap's first live entry, stale ones dropped."""
@@ -154,14 +160,17 @@ class SqliteFrontier:
         slot = self._slots[host]
         slot.in_heap_at = None
         slot.busy = True
-        if heap is self._unproven:
+        if heap is not self._ready:
             self._unproven_leased.add(host)
         self._queued -= 1
         self._leased += 1
         return heapq.heappop(self._queues[host])[2]
 
     def _heap_of(self, slot: HostSlot) -> list[ReadyEntry]:
-        return self._ready if slot.health.responsive else self._unproven
+        responsive = slot.health.responsive
+        if responsive is None:
+            return self._untried
+        return self._ready if responsive else self._silent
 
     def record_sent(self, host: str, sent_at: float) -> None:
         self.policy.after_request(self._slot(host), sent_at)
