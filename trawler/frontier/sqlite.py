@@ -150,9 +150,12 @@ class SqliteFrontier:
         while heap:
             ready_at, _, host = heap[0]
             slot = self._slots[host]
-            if slot.in_heap_at == ready_at and not slot.busy and self._heap_of(slot) is heap:
+            if slot.in_heap_at != ready_at or slot.busy:
+                heapq.heappop(heap)  # stale entry
+            elif self._heap_of(slot) is not heap:  # its health changed while it waited
+                heapq.heappush(self._heap_of(slot), heapq.heappop(heap))
+            else:
                 return heap[0]
-            heapq.heappop(heap)
         return None
 
     def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest:
