@@ -4,11 +4,21 @@ Parsing HTML, SimHash and normalising links are pure CPU work, about a third
 of what the crawl loop spends per page (bench/RESULTS.md). Run in a worker
 process, they use a second core; the loop keeps only the I/O. The worker is
 also a fence: a page that crashes the HTML parser costs that page
-(``parse_crash``), never the crawl.
+(``parse_crash``), never the crawl. Each page may use ``--parse-time-limit``
+seconds of CPU there (SIGPROF ends the process past it): htmlbound.py refuses
+the documents known to be costly before parsing; this catches the rest
+(``parse_too_complex``). When a batch breaks the process, its pages are
+analysed again one at a time in a process of their own, so the break is
+pinned on one page, recorded with its error code and never parsed again.
 
 ``analyse`` is the one function both paths call: in the worker process
 (``AnalysisPool``) or inline (``--parse-processes 0``). The robots.txt check
 of the links stays in the loop, which owns the robots cache.
+
+Sitemaps are read on a thread (``analyse_sitemap``): a 50,000-URL sitemap
+takes about a second to parse and filter, which froze every host when done on
+the loop, and would hold up every HTML page queued behind it in the parser
+process.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -33,6 +44,7 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robots import user_agent_token
+from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser, Scope, TrapRules
 
 log = logging.getLogger("trawler")
@@ -48,6 +60,14 @@ class Analysis:
     outcome: Outcome  # the page row; outcome.links emptied (the requests below replace them)
     requests: list[CrawlRequest]  # followable links in scope, not traps; robots not yet checked
     rejected: dict[str, int]  # links left out, by reason
+
+
+@dataclass(slots=True)
+class SitemapAnalysis:
+    requests: list[CrawlRequest]  # child sitemaps and listed URLs; robots not yet checked
+    listed: int  # entries the sitemap listed
+    counters: Counter[str]  # sitemaps.* counters
+    rejected: Counter[str]  # URLs left out, by reason
 
 
 def _robots_unknown(_url: str) -> None:
@@ -75,9 +95,37 @@ def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Ana
 
 
 def analyse_batch(config_json: str, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
-    """``analyse`` for many pages, answered as plain tuples: unpickling dataclasses
-    in the crawl process cost as much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse(config_json, request, result)) for request, result in items]
+    """``analyse`` for many pages in a worker process, each within the CPU limit,
+    answered as plain tuples: unpickling dataclasses in the crawl process cost as
+    much as the parsing saved (bench/RESULTS.md)."""
+    return [_flatten(analyse_limited(config_json, request, result)) for request, result in items]
+
+
+def analyse_limited(config_json: str, request: CrawlRequest, result: FetchResult) -> Analysis:
+    """``analyse`` in a worker process: past the page's CPU time the process dies.
+
+    A timer, not a check between steps: the time goes inside lexbor's C code,
+    which no Python-level signal handler can interrupt. SIGPROF's default
+    action ends the process; the crawler sees the pool break (AnalysisPool).
+    """
+    limit_s = _analyser(config_json)[0].parse_time_limit_s
+    signal.setitimer(signal.ITIMER_PROF, limit_s)  # process CPU time, user + system
+    try:
+        return analyse(config_json, request, result)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def analyse_sitemap(
+    config: CrawlConfig, request: CrawlRequest, result: FetchResult
+) -> SitemapAnalysis:
+    """A fetched sitemap's URLs through the link filter; thread-safe (its own filter)."""
+    scope = Scope(config.scope, config.seeds, config.include, config.exclude)
+    links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(), config.max_depth,
+                       _robots_unknown)  # fmt: skip
+    counters: Counter[str] = Counter()
+    found, listed = sitemap_outcome(request, result, links, config.sitemap_depth, counters)
+    return SitemapAnalysis(found, listed, counters, links.rejected)
 
 
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
@@ -128,25 +176,31 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
+Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
+
+
 class AnalysisPool:
     """Runs ``analyse`` in worker processes, inline when there are none."""
 
     def __init__(self, config: CrawlConfig, processes: int) -> None:
+        self.config = config
         self.config_json = config.model_dump_json()
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
-        self._waiting: list[tuple[CrawlRequest, FetchResult, asyncio.Future[Analysis]]] = []
+        self._waiting: list[Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._retrying: set[asyncio.Future[None]] = set()
+        self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
+        self._isolating: asyncio.Task[None] | None = None
+        self._alone: ProcessPoolExecutor | None = None  # one process, one suspect at a time
         if processes > 0:
-            self._pool = self._new_pool()
+            self._pool = self._new_pool(processes)
 
-    def _new_pool(self) -> ProcessPoolExecutor:
+    def _new_pool(self, processes: int) -> ProcessPoolExecutor:
         # spawn: a clean child (not a fork of a process with threads and a loop),
         # and a direct child, so it can tell when the crawler is gone.
         context = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(
-            self.processes, mp_context=context, initializer=_exit_with_parent,
+            processes, mp_context=context, initializer=_exit_with_parent,
             initargs=(os.getpid(),),
         )  # fmt: skip
         with _sigint_ignored():
@@ -155,7 +209,7 @@ class AnalysisPool:
             # Ctrl-C to the terminal's process group cannot interrupt a child even
             # while it starts (before the initializer runs). One task each: the pool
             # starts a process per task while none is idle.
-            for _ in range(self.processes):
+            for _ in range(processes):
                 pool.submit(os.getpid)
         return pool
 
@@ -172,19 +226,25 @@ class AnalysisPool:
             self._timer = loop.call_later(BATCH_WAIT_S, self._submit)
         return await future
 
+    async def analyse_sitemap(self, request: CrawlRequest, result: FetchResult) -> SitemapAnalysis:
+        return await asyncio.to_thread(analyse_sitemap, self.config, request, result)
+
     def _submit(self) -> None:
         """Send the waiting pages as one batch: one pickle and one wake-up for many pages."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         batch, self._waiting = self._waiting, []
-        if not batch or self._pool is None:
+        pool = self._pool
+        if not batch or pool is None:
             return
         items = [(request, result) for request, result, _ in batch]
-        done = asyncio.wrap_future(self._pool.submit(analyse_batch, self.config_json, items))
-        done.add_done_callback(lambda finished: self._deliver(batch, finished))
+        done = asyncio.wrap_future(pool.submit(analyse_batch, self.config_json, items))
+        done.add_done_callback(lambda finished: self._deliver(pool, batch, finished))
 
-    def _deliver(self, batch: list, finished: asyncio.Future[list[tuple]]) -> None:
+    def _deliver(
+        self, pool: ProcessPoolExecutor, batch: list[Waiting], finished: asyncio.Future[list]
+    ) -> None:
         if finished.cancelled():
             return
         error = finished.exception()
@@ -193,40 +253,55 @@ class AnalysisPool:
                 if not future.done():
                     future.set_result(_unflatten(flat))
             return
-        if isinstance(error, BrokenProcessPool):
+        if not isinstance(error, BrokenProcessPool):
+            for _, _, future in batch:  # a bug: delivered to the pages' tasks
+                if not future.done():
+                    future.set_exception(error)
+            return
+        if pool is self._pool:  # other batches on the same pool break too: restart once
             log.error("page analysis crashed in a batch of %d pages; restarting it", len(batch))
-            self._restart()
-        for request, result, future in batch:  # one at a time, so a crash names its page
-            if not future.done():
-                task = asyncio.ensure_future(self._one(request, result, future))
-                self._retrying.add(task)
-                task.add_done_callback(self._retrying.discard)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool(self.processes)
+        self._suspects.extend(batch)
+        if self._isolating is None or self._isolating.done():
+            self._isolating = asyncio.ensure_future(self._isolate())
 
-    async def _one(
-        self, request: CrawlRequest, result: FetchResult, future: asyncio.Future
-    ) -> None:
-        assert self._pool is not None
+    async def _isolate(self) -> None:
+        """Analyse the suspects one at a time, so a break names its page."""
+        while self._suspects:
+            request, result, future = self._suspects.popleft()
+            if future.done():
+                continue
+            try:
+                future.set_result(await self._analyse_alone(request, result))
+            except Exception as exc:  # noqa: BLE001 - delivered to the page's task
+                future.set_exception(exc)
+
+    async def _analyse_alone(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         loop = asyncio.get_running_loop()
+        if self._alone is None:
+            self._alone = self._new_pool(1)
+            await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
+        started = time.monotonic()
         try:
-            outcome = await loop.run_in_executor(
-                self._pool, analyse, self.config_json, request, result
+            return await loop.run_in_executor(
+                self._alone, analyse_limited, self.config_json, request, result
             )
         except BrokenProcessPool:
-            log.error("page analysis crashed on %s; restarting the analysis process", request.url)
-            self._restart()
-            crashed = replace(result, error="parse_crash", error_detail="the HTML parser crashed")
-            outcome = analyse(self.config_json, request, crashed)
-        except Exception as exc:  # noqa: BLE001 - delivered to the page's task
-            future.set_exception(exc)
-            return
-        future.set_result(outcome)
-
-    def _restart(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new_pool()
+            self._alone.shutdown(wait=False, cancel_futures=True)
+            self._alone = None
+        # CPU time never exceeds wall time: a break this late is the CPU limit.
+        if time.monotonic() - started >= self.config.parse_time_limit_s:
+            error, detail = "parse_too_complex", "over the parser's CPU time limit"
+        else:
+            error, detail = "parse_crash", "the HTML parser crashed"
+        log.error("page analysis failed on %s: %s", request.url, detail)
+        return analyse(self.config_json, request, replace(result, error=error, error_detail=detail))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._alone):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._alone = None
+        if self._isolating is not None:
+            self._isolating.cancel()

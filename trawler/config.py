@@ -57,12 +57,17 @@ class CrawlConfig(BaseModel):
     allow_private: bool = False
     connect_timeout_s: float = Field(default=10.0, gt=0)
     timeout_s: float = Field(default=30.0, gt=0)
+    # Connect + response headers; below timeout_s, so a host that never answers
+    # gives its slot back sooner (and is paused: retry.py).
+    first_byte_timeout_s: float = Field(default=10.0, gt=0)
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
     near_duplicate_bits: int = Field(default=3, ge=0, le=16)  # SimHash Hamming distance
     # Processes that parse pages next to the crawl loop; None = one per spare core.
     parse_processes: int | None = Field(default=None, ge=0, le=64)
+    # CPU seconds one page may take there; past it: parse_too_complex (analysis.py).
+    parse_time_limit_s: float = Field(default=10.0, gt=0)
     sitemaps: bool = True  # read robots.txt Sitemap: lines and /sitemap.xml of seed hosts
     sitemap_depth: int = Field(default=1, ge=0)  # the depth sitemap URLs enter the frontier at
     # Fetch attempts per URL for connect errors, timeouts, 5xx, 429 and 503.
@@ -100,6 +105,8 @@ _FIELD_ALIASES = {
     "max_crawl_delay": "max_crawl_delay_s",
     "timeout": "timeout_s",
     "connect_timeout": "connect_timeout_s",
+    "first_byte_timeout": "first_byte_timeout_s",
+    "parse_time_limit": "parse_time_limit_s",
     "robots_retry_waits": "robots_retry_waits_s",
 }
 

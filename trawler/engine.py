@@ -35,7 +35,7 @@ from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
-from trawler.sitemapflow import sitemap_outcome, sitemaps_of_origin
+from trawler.sitemapflow import sitemaps_of_origin
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
 
@@ -255,10 +255,7 @@ class Crawler:
         discovered = self.links.robots_checked(analysis.requests)
         if request.kind == "sitemap" and outcome.page.error == "not_html":
             outcome.page.error = None  # a sitemap is not HTML by nature
-            found, outcome.page.links_count = sitemap_outcome(
-                request, result, self.links, self.config.sitemap_depth, self._counters
-            )
-            discovered += found
+            discovered += await self._sitemap(request, result, outcome.page)
         if outcome.page.error is not None:
             self.errors += 1
         if outcome.redirect_to is not None:
@@ -268,6 +265,16 @@ class Crawler:
         unit.page = outcome.page
         fresh = await self.frontier.filter_new(discovered)
         unit.discovered = self.links.within_host_budget(fresh)
+
+    async def _sitemap(
+        self, request: CrawlRequest, result: FetchResult, page: PageRecord
+    ) -> list[CrawlRequest]:
+        """What a fetched sitemap adds to the crawl, read off the loop (analysis.py)."""
+        found = await self.analysis.analyse_sitemap(request, result)
+        page.links_count = found.listed
+        self._counters.update(found.counters)
+        self.links.rejected.update(found.rejected)
+        return self.links.robots_checked(found.requests)
 
     def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
         """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""

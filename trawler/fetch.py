@@ -8,6 +8,7 @@ FetchResult; fetch() never raises (except on cancellation).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -233,9 +234,8 @@ class Fetcher:
         if not self._config.allow_private and url.raw_host:
             check_literal_host(url.raw_host)  # IP literals never reach the resolver
         _on_sent_var.set(on_sent)
-        async with self._session.get(
-            url, allow_redirects=False, timeout=timeout or self._default_timeout
-        ) as resp:
+        resp = await self._first_byte(url, timeout or self._default_timeout)
+        async with resp:
             _record_response(result, resp)
             location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
             if location is not None:
@@ -247,6 +247,23 @@ class Fetcher:
         coding = resp.headers.get("Content-Encoding")
         result.body = decode_body(result.raw_body, coding, limits.max_bytes, limits.truncate)
         return None
+
+    async def _first_byte(self, url: URL, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """Send the request and read the response headers, within --first-byte-timeout.
+
+        A host that accepts connections and never answers would otherwise hold
+        the request (and the crawl's slot) for the whole --timeout.
+        """
+        assert self._session is not None
+        limit_s = self._config.first_byte_timeout_s
+        deadline = asyncio.timeout(limit_s)
+        try:
+            async with deadline:
+                return await self._session.get(url, allow_redirects=False, timeout=timeout)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # aiohttp's own connect or total timeout
+            raise FetchError("timeout", f"no response headers within {limit_s:g} s") from None
 
 
 def _record_response(result: FetchResult, resp: aiohttp.ClientResponse) -> None:

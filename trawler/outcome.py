@@ -107,6 +107,9 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
         result.body, result.final_url, result.charset, config.max_links_per_page, token
     )
     page = outcome.page
+    if parsed.error is not None:  # not parsed: no text, no links to follow
+        page.error = parsed.error
+        return
     page.title, page.description, page.keywords = parsed.title, parsed.description, parsed.keywords
     page.text = parsed.text
     if parsed.main_text:  # content fingerprints, for duplicate detection (simhash.py)

@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 from charset_normalizer import from_bytes
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from trawler.htmlbound import too_complex
 from trawler.records import Link, ParsedPage
 
 _META_PRESCAN_BYTES = 4096  # WHATWG says 1024; real pages often declare later
@@ -196,10 +197,16 @@ def parse_html(
     max_links: int = 5000,
     agent_token: str = "trawler",
 ) -> ParsedPage:
-    """Parse one HTML document fetched from ``url``. Never raises on bad input."""
+    """Parse one HTML document fetched from ``url``. Never raises on bad input.
+
+    A document that would cost the parser too much (htmlbound.py) comes back
+    with ``error="parse_too_complex"`` and nothing extracted."""
     text, charset = decode_html(body, header_charset)
     # Pass UTF-8 bytes ourselves: str input would fail on lone surrogates.
-    tree = LexborHTMLParser(text.encode("utf-8", "replace"))
+    utf8 = text.encode("utf-8", "replace")
+    if too_complex(utf8):
+        return ParsedPage(charset=charset, error="parse_too_complex")
+    tree = LexborHTMLParser(utf8)
     page = ParsedPage(charset=charset)
     page.base_href = _base_href(tree, url)
     resolver = _Resolver(page.base_href or url)

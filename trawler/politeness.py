@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trawler.config import CrawlConfig
 from trawler.retry import HostHealth, RetryPolicy, extra_interval_s, not_before
 
 # Added to every interval. The client stamps a request when its headers leave; the
@@ -32,6 +33,12 @@ class HostSlot:
     in_heap_at: float | None = None  # the key under which the slot sits in the ready-heap
 
 
+def unproven_limit(concurrency: int) -> int:
+    """Requests in flight at once to hosts that did not answer their last request
+    (or were never contacted): a quarter of the slots is kept for hosts that answer."""
+    return max(1, concurrency - max(1, concurrency // 4))
+
+
 @dataclass(slots=True, frozen=True)
 class PolitenessPolicy:
     """The configured side of politeness, shared by all hosts."""
@@ -39,6 +46,13 @@ class PolitenessPolicy:
     delay_s: float = 1.0
     max_crawl_delay_s: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def from_config(cls, config: CrawlConfig) -> PolitenessPolicy:
+        # A host that did not answer is paused as long as it kept a slot waiting.
+        waited_s = min(config.first_byte_timeout_s, config.timeout_s)
+        retry = RetryPolicy(max_attempts=config.max_attempts, timeout_pause_s=waited_s)
+        return cls(config.delay_s, config.max_crawl_delay_s, retry)
 
     def interval_s(self, slot: HostSlot) -> float:
         """Start-to-start interval for a host: max(delay, Crawl-delay) + back-off."""

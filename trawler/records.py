@@ -86,6 +86,7 @@ class ParsedPage:
     base_href: str | None = None
     meta_robots: frozenset[str] = frozenset()  # e.g. {"noindex", "nofollow"}
     charset: str | None = None  # the charset the body was decoded with
+    error: str | None = None  # why the document was not parsed ("parse_too_complex")
 
 
 @dataclass(slots=True)

@@ -18,7 +18,12 @@ Per URL, ``RetryPolicy.decide`` maps one fetch outcome to a ``Decision``:
 Per host, ``RetryPolicy.on_response`` updates a ``HostHealth``: 429/503 grow
 the host's extra interval and pause it for Retry-After; good answers let the
 interval recover gradually; a run of connect errors, timeouts or 5xx pauses
-the host for a while instead of hammering it.
+the host for a while instead of hammering it. A host that does not answer in
+time (a timeout before any status line) is paused at once for
+``timeout_pause_s``, as long as it held a crawl slot waiting: a host that
+accepts connections and never answers can then use at most half of one slot.
+``responsive`` tells the frontier which hosts answered their last request;
+the others wait behind them (frontier/sqlite.py).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class HostHealth:
     backoff_s: float = 0.0  # extra interval on top of the politeness interval
     consecutive_failures: int = 0  # connect errors, timeouts and 5xx in a row
     paused_until: float = 0.0  # no request may start before this (Retry-After, pause)
+    # Its last request got an answer (a status line); None: not tried yet.
+    responsive: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,7 @@ class RetryPolicy:
     host_pause_after: int = 10  # consecutive failures of one host before it is paused
     host_pause_s: float = 300.0
     max_retry_after_s: float = 3600.0  # a longer Retry-After dead-letters the URL
+    timeout_pause_s: float = 10.0  # a timeout without any answer pauses the host this long
 
     # -- per URL ----------------------------------------------------------------------
     def decide(
@@ -134,8 +142,14 @@ class RetryPolicy:
         now: float,
     ) -> None:
         """Update a host's health after one request to it (robots.txt included)."""
+        if status is not None:  # a status line is an answer, even with a slow body
+            health.responsive = True
+        elif error in TRANSIENT_ERRORS:
+            health.responsive = False
         if error in TRANSIENT_ERRORS or (error is None and status is not None and status >= 500):
             self._failed(health, now)
+            if error == "timeout" and status is None:  # not even a status line
+                health.paused_until = max(health.paused_until, now + self.timeout_pause_s)
         elif status is not None:  # the host answered: a content error is not its fault
             health.consecutive_failures = 0
         if status in SLOW_DOWN_STATUSES:

@@ -97,6 +97,16 @@ async def slow(request: web.Request) -> web.Response:
     return await html(request)
 
 
+async def late_body(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)  # headers at once, the rest of the body later
+    await response.write(b"early")
+    await asyncio.sleep(1.0)
+    await response.write(b" late")
+    await response.write_eof()
+    return response
+
+
 async def retry_after(request: web.Request) -> web.Response:
     return web.Response(
         status=int(request.query["status"]), headers={"Retry-After": request.query["value"]}
@@ -132,6 +142,7 @@ def build_app(hits: list[str]) -> web.Application:
         "/loop-a": loop_a,
         "/loop-b": loop_b,
         "/slow": slow,
+        "/late-body": late_body,
         "/retry": retry_after,
         "/ctype": content_type,
     }
@@ -458,6 +469,24 @@ async def test_timeout(server: TestServer) -> None:
         r = await f.fetch(url(server, "/slow"))
     assert r.error == "timeout"
     assert 0.4 < r.duration_s < 2
+
+
+async def test_first_byte_timeout_is_shorter_than_the_total() -> None:
+    # Accepts the connection, never answers: only the kernel's listen queue.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        async with fetcher(timeout_s=30, first_byte_timeout_s=0.5) as f:
+            r = await f.fetch(f"http://127.0.0.1:{silent.getsockname()[1]}/")
+    assert r.error == "timeout" and r.status is None
+    assert r.error_detail == "no response headers within 0.5 s"
+    assert 0.4 < r.duration_s < 2
+
+
+async def test_first_byte_timeout_does_not_cut_a_slow_body(server: TestServer) -> None:
+    async with fetcher(timeout_s=5, first_byte_timeout_s=0.5) as f:
+        r = await f.fetch(url(server, "/late-body"))
+    assert r.error is None and r.body == b"early late"
 
 
 @pytest.mark.parametrize("allow_private", [True, False])

@@ -25,6 +25,7 @@ from trawler.frontier.workers import FORGET_AFTER_S, WorkerRegistry
 from trawler.outage import OutageAbandoned, redis_health
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
+from trawler.retry import RetryPolicy
 from trawler.store.sqlite import connect
 from trawler.urls import host_key
 
@@ -225,6 +226,45 @@ class TestSqliteFrontier(FrontierContract):
         yield make
         for h in harnesses:
             h.conn.close()
+
+    async def test_hosts_not_known_to_answer_hold_at_most_their_share(self) -> None:
+        """Untried hosts and hosts that did not answer hold at most ``unproven_limit``
+        requests: the other slots stay for hosts that answer."""
+        frontier = SqliteFrontier(PolitenessPolicy(0.0), unproven_limit=2)
+        healthy = [req("http://127.0.1.1/"), req("http://127.0.1.1/next")]
+        dead = [req(f"http://127.0.0.{n}/") for n in range(1, 4)]
+        frontier.enqueue(healthy[:1] + dead + healthy[1:])
+        assert (await lease(frontier)).url == healthy[0].url
+        assert (await lease(frontier)).url == dead[0].url
+        frontier.record_response(healthy[0].host, 200, None, None)
+        await frontier.finish_host(healthy[0].host)
+        assert (await lease(frontier)).url == dead[1].url  # untried hosts take turns too...
+        assert (await lease(frontier)).url == healthy[1].url  # ...up to 2 of them at once
+        waiting = asyncio.ensure_future(frontier.next())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # dead[2] waits for a hanging request to end
+        frontier.record_response(dead[0].host, None, "timeout", None)
+        await frontier.finish_host(dead[0].host)
+        third = await asyncio.wait_for(waiting, 1)
+        assert third is not None and third.url == dead[2].url
+
+    async def test_host_that_did_not_answer_waits_behind_the_others(self) -> None:
+        policy = PolitenessPolicy(0.0, retry=RetryPolicy(timeout_pause_s=0.0))
+        frontier = SqliteFrontier(policy)
+        silent, fresh = req("http://127.0.0.1/"), req("http://127.0.0.2/")
+        frontier.enqueue([silent])
+        assert (await lease(frontier)).url == silent.url
+        frontier.enqueue([req("http://127.0.0.1/again"), fresh])
+        frontier.record_response(silent.host, None, "timeout", None)
+        await frontier.finish_host(silent.host)  # ready as early as the fresh host
+        assert (await lease(frontier)).url == fresh.url
+        assert (await lease(frontier)).url == "http://127.0.0.1/again"
+
+
+async def lease(frontier: SqliteFrontier) -> CrawlRequest:
+    request = await asyncio.wait_for(frontier.next(), 1)
+    assert request is not None
+    return request
 
 
 # -- a real redis-server -----------------------------------------------------------

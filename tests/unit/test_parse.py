@@ -5,12 +5,14 @@ from __future__ import annotations
 import codecs
 import html
 import re
+import time
 from urllib.parse import urljoin, urlsplit
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from trawler.htmlbound import MAX_WORK, estimated_work, too_complex
 from trawler.parse import codec_for_label, decode_html, parse_html, parse_x_robots_tag
 from trawler.records import Link, ParsedPage
 
@@ -497,3 +499,50 @@ def test_arbitrary_tag_soup_never_raises(pieces, encoding):
     page = parse_html(body, PAGE_URL, max_links=5)
     assert len(page.links) <= 5
     assert all(link.url.startswith(("http://", "https://")) for link in page.links)
+
+
+# --- bounded work: documents too costly to parse are not parsed -------------------
+
+
+def test_deeply_nested_document_is_refused_quickly():
+    levels = 100_000  # lexbor alone needs ~14 s for this (quadratic in depth)
+    markup = "<body>" + "<div>" * levels + "<a href=/deep>x</a>" + "</div>" * levels
+    started = time.process_time()
+    page = parse(markup)
+    assert time.process_time() - started < 2.0
+    assert page.error == "parse_too_complex" and page.links == [] and page.text == ""
+
+
+def test_many_blocks_at_moderate_depth_are_refused():
+    markup = "<body>" + "<div>" * 4000 + "<div></div>" * 100_000  # lexbor: ~1 s, 9 s at 10 MB
+    assert estimated_work(markup.encode()) > MAX_WORK
+    assert parse(markup).error == "parse_too_complex"
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<div/>" * 30_000,  # "/>" does not close an HTML element: 30,000 nested divs
+        "<div></x>" * 30_000,  # stray end tags close nothing
+        "<ul><li>" * 30_000,
+        "<div>" * 30_000,  # never closed
+    ],
+)
+def test_work_estimate_is_not_fooled(markup):
+    assert too_complex(markup.encode())
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<svg>" + "<path d='M0 0'/>" * 30_000 + "</svg>",  # self-closed in foreign content
+        "<div><font>x</div>" * 30_000,  # sloppy but shallow: </div> closes the <font>
+        "<p>x" * 30_000 + "<li>y" * 30_000 + "<br><img src=a>" * 30_000,  # implied ends, voids
+        "<div><span>x</span></div>" * 30_000,
+        "<a href=x>y" * 30_000,  # a new <a> closes the open one
+        "<div>" * 100 + "<div><p>x</p></div>" * 30_000,  # big and 100 deep: ~6M
+    ],
+)
+def test_big_ordinary_documents_are_parsed(markup):
+    assert not too_complex(markup.encode())
+    assert parse(markup).error is None

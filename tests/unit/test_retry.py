@@ -193,7 +193,7 @@ def test_recovery_halves_gradually_then_drops_to_zero() -> None:
 def test_content_error_with_a_status_counts_as_a_good_answer() -> None:
     health = HostHealth(backoff_s=4.0, consecutive_failures=3)
     POLICY.on_response(health, 200, "too_large", None, now=0.0)
-    assert health == HostHealth(backoff_s=2.0, consecutive_failures=0)
+    assert health == HostHealth(backoff_s=2.0, consecutive_failures=0, responsive=True)
 
 
 def test_retry_after_pause_is_capped() -> None:
@@ -212,9 +212,7 @@ def test_pause_never_moves_earlier() -> None:
 # --- per host: pause after a run of failures ---------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("status", "error"), [(None, "connect"), (None, "timeout"), (500, None), (503, None)]
-)
+@pytest.mark.parametrize(("status", "error"), [(None, "connect"), (500, None), (503, None)])
 def test_host_paused_after_consecutive_failures(status: int | None, error: str | None) -> None:
     policy = RetryPolicy(host_pause_after=3, host_pause_s=60.0)
     health = HostHealth()
@@ -224,6 +222,23 @@ def test_host_paused_after_consecutive_failures(status: int | None, error: str |
     policy.on_response(health, status, error, None, now=3.0)
     assert health.consecutive_failures == 3
     assert not_before(health) == 63.0
+
+
+def test_host_that_does_not_answer_in_time_is_paused_at_once() -> None:
+    # It held a crawl slot for the whole first-byte timeout: as long again, no request.
+    policy = RetryPolicy(host_pause_after=10, timeout_pause_s=10.0)
+    health = HostHealth(responsive=True)
+    policy.on_response(health, None, "timeout", None, now=100.0)
+    assert not_before(health) == 110.0 and not health.responsive
+    policy.on_response(health, 200, None, None, now=200.0)
+    assert health.responsive and health.consecutive_failures == 0
+
+
+def test_slow_body_is_an_answer_not_a_pause() -> None:
+    health = HostHealth()
+    POLICY.on_response(health, 200, "timeout", None, now=100.0)  # headers came, body trickled
+    assert not_before(health) == 0.0 and health.responsive
+    assert health.consecutive_failures == 1
 
 
 def test_failure_after_a_pause_pauses_again() -> None:

@@ -6,6 +6,15 @@ may next be contacted. A pick pops the earliest-ready host, O(log hosts),
 never a scan. Heap entries are invalidated lazily: a slot remembers the key
 it was pushed under (``in_heap_at``), and stale entries are dropped on pop.
 
+Hosts sit in one of three heaps by how their last request went (retry.py,
+``HostHealth.responsive``): answered, not tried yet, no answer (timeout,
+connect error). The first two are picked by readiness alone; a host that did
+not answer only when neither has a host ready. Hosts not known to answer
+(the last two heaps) hold at most ``unproven_limit`` requests at once
+(politeness.unproven_limit). Without that, hosts that accept connections and
+never answer held every slot of the crawl, and the healthy hosts got no
+request for minutes.
+
 Durability lives in the ``urls`` table (see store/sqlite.py): every
 discovered URL is a row keyed by its fingerprint, queued until its page is
 committed. Leases are only in memory: after a crash every queued row is
@@ -32,18 +41,27 @@ from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 
 # (depth, sequence, request): the per-host queue order.
 QueueItem = tuple[int, int, CrawlRequest]
+# (next_allowed_at, sequence, host): the ready-heap order.
+ReadyEntry = tuple[float, int, str]
 
 
 class SqliteFrontier:
     def __init__(
-        self, policy: PolitenessPolicy, clock: Callable[[], float] = time.monotonic
+        self,
+        policy: PolitenessPolicy,
+        clock: Callable[[], float] = time.monotonic,
+        unproven_limit: int | None = None,  # None: no cap
     ) -> None:
         self.policy = policy
         self.clock = clock
+        self.unproven_limit = unproven_limit
         self._seen: set[int] = set()
         self._queues: dict[str, list[QueueItem]] = {}
         self._slots: dict[str, HostSlot] = {}
-        self._ready: list[tuple[float, int, str]] = []
+        self._ready: list[ReadyEntry] = []  # hosts that answered their last request
+        self._untried: list[ReadyEntry] = []  # hosts not contacted yet
+        self._silent: list[ReadyEntry] = []  # hosts whose last request got no answer
+        self._unproven_leased: set[str] = set()  # leased hosts from the last two
         self._seq = itertools.count()
         self._queued = 0
         self._leased = 0
@@ -121,27 +139,57 @@ class SqliteFrontier:
 
     async def next(self) -> CrawlRequest | None:
         while not self._closed:
-            if not self._ready:
+            heads = self._heads()
+            if not heads:
                 if self._queued == 0 and self._leased == 0:
                     return None
                 await self._wait(None)
                 continue
-            ready_at, _, host = self._ready[0]
+            now = self.clock()
+            ready = [(head, heap) for head, heap in heads if head[0] <= now]
+            if ready:  # the earliest ready, a silent host only if no other is ready
+                head, heap = min(ready, key=lambda item: (item[1] is self._silent, item[0]))
+                return self._lease(heap, head[2])
+            await self._wait(min(head[0] for head, _ in heads) - now)
+        return None
+
+    def _heads(self) -> list[tuple[ReadyEntry, list[ReadyEntry]]]:
+        """The first live entry of each heap a host may be leased from now."""
+        heaps = [self._ready]
+        limit = self.unproven_limit
+        if limit is None or len(self._unproven_leased) < limit:
+            heaps += [self._untried, self._silent]
+        return [(head, heap) for heap in heaps if (head := self._head(heap)) is not None]
+
+    def _head(self, heap: list[ReadyEntry]) -> ReadyEntry | None:
+        """The heap's first live entry, stale ones dropped."""
+        while heap:
+            ready_at, _, host = heap[0]
             slot = self._slots[host]
             if slot.in_heap_at != ready_at or slot.busy:
-                heapq.heappop(self._ready)  # stale entry
-                continue
-            delay = ready_at - self.clock()
-            if delay > 0:
-                await self._wait(delay)
-                continue
-            heapq.heappop(self._ready)
-            slot.in_heap_at = None
-            slot.busy = True
-            self._queued -= 1
-            self._leased += 1
-            return heapq.heappop(self._queues[host])[2]
+                heapq.heappop(heap)  # stale entry
+            elif self._heap_of(slot) is not heap:  # its health changed while it waited
+                heapq.heappush(self._heap_of(slot), heapq.heappop(heap))
+            else:
+                return heap[0]
         return None
+
+    def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest:
+        heapq.heappop(heap)
+        slot = self._slots[host]
+        slot.in_heap_at = None
+        slot.busy = True
+        if heap is not self._ready:
+            self._unproven_leased.add(host)
+        self._queued -= 1
+        self._leased += 1
+        return heapq.heappop(self._queues[host])[2]
+
+    def _heap_of(self, slot: HostSlot) -> list[ReadyEntry]:
+        responsive = slot.health.responsive
+        if responsive is None:
+            return self._untried
+        return self._ready if responsive else self._silent
 
     def record_sent(self, host: str, sent_at: float) -> None:
         slot = self._slot(host)
@@ -167,6 +215,9 @@ class SqliteFrontier:
     async def finish_host(self, host: str) -> None:
         slot = self._slot(host)
         slot.busy = False
+        if host in self._unproven_leased:
+            self._unproven_leased.discard(host)
+            self._changed.set()  # a next() waiting for the cap may go on
         self._schedule(slot)
 
     async def acquire_host(self, host: str) -> None:
@@ -241,7 +292,7 @@ class SqliteFrontier:
         if slot.busy or slot.in_heap_at is not None or not self._queues.get(slot.host):
             return
         slot.in_heap_at = slot.next_allowed_at
-        heapq.heappush(self._ready, (slot.next_allowed_at, next(self._seq), slot.host))
+        heapq.heappush(self._heap_of(slot), (slot.next_allowed_at, next(self._seq), slot.host))
         self._changed.set()
 
     async def _wait(self, timeout: float | None) -> None:

@@ -35,7 +35,6 @@ from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
-from trawler.retry import RetryPolicy
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.postgres import PostgresStore
 from trawler.store.warc import WarcWriter, recover
@@ -72,8 +71,7 @@ class DistributedBackend:
         self._closed = False
 
     async def open(self, config: CrawlConfig) -> RedisFrontier:
-        retry = RetryPolicy(max_attempts=config.max_attempts)
-        policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
+        policy = PolitenessPolicy.from_config(config)
         options = RedisFrontierOptions(
             job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s
         )

@@ -31,8 +31,7 @@ from trawler import __version__
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.sqlite import SqliteFrontier
-from trawler.politeness import PolitenessPolicy
-from trawler.retry import RetryPolicy
+from trawler.politeness import PolitenessPolicy, unproven_limit
 from trawler.store import search
 from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
@@ -82,9 +81,8 @@ class EmbeddedBackend:
         warc_dir = self.data_dir / WARC_DIR
         warc_dir.mkdir(parents=True, exist_ok=True)
         recover(warc_dir, self.store.warc_positions())
-        retry = RetryPolicy(max_attempts=config.max_attempts)
-        policy = PolitenessPolicy(config.delay_s, config.max_crawl_delay_s, retry)
-        self.frontier = SqliteFrontier(policy)
+        policy = PolitenessPolicy.from_config(config)
+        self.frontier = SqliteFrontier(policy, unproven_limit=unproven_limit(config.concurrency))
         self.frontier.load(self.conn)
         self.dedup = ContentDedup(config.near_duplicate_bits)
         self.dedup.load(self.store.content_fingerprints())
