@@ -17,14 +17,12 @@ from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
+from trawler.store.pgschema import SCHEMA_VERSION, SchemaTooNew, migrate
 from trawler.store.postgres import (
     EXPORT_COLUMNS,
     GETCONN_TIMEOUT_S,
     RECONNECT_TIMEOUT_S,
-    SCHEMA_VERSION,
     PostgresStore,
-    SchemaTooNew,
-    migrate,
 )
 
 CONFIG = CrawlConfig(seeds=["http://a.test/"], max_depth=3, delay_s=0.5)

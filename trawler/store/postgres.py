@@ -5,10 +5,8 @@ idempotent and keyed by job: a page is stored at most once per (job, URL)
 (``ON CONFLICT DO NOTHING``), counters are added with an upsert. The
 frontier (seen set, queues, leases) lives in Redis, not here.
 
-The schema is created and migrated on connect: ``MIGRATIONS`` is an ordered,
-append-only list (never edit a released step, add one); ``schema_version``
-records what was applied. Workers starting together serialise on a
-transaction-scoped advisory lock, so each step runs once.
+The schema is created and migrated on connect (pgschema.py: the migrations,
+applied once however many workers start together).
 
 With a ``ServiceHealth`` (workers), every call is retried through an outage
 of any length (outage.py). A batch retried after an unknown outcome (the
@@ -36,6 +34,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from trawler.config import CrawlConfig
 from trawler.outage import ServiceHealth, guarded
 from trawler.records import PageRecord
+from trawler.store.pgschema import migrate
+from trawler.store.pgstats import read_stats
 from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
 
 if TYPE_CHECKING:
@@ -47,51 +47,6 @@ GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an 
 RECONNECT_TIMEOUT_S = 5.0
 
 JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
-
-# Any constant bigint: the advisory lock key that serialises migrations ("trawler").
-MIGRATION_LOCK_KEY = 0x74726177_6C6572
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
-    """
-    CREATE TABLE jobs (
-        id text PRIMARY KEY,
-        config jsonb NOT NULL,
-        state text NOT NULL
-            CHECK (state IN ('pending', 'running', 'paused', 'cancelled', 'finished')),
-        created_at timestamptz NOT NULL DEFAULT now(),
-        updated_at timestamptz NOT NULL DEFAULT now()
-    );
-    CREATE TABLE pages (
-        id bigserial PRIMARY KEY,
-        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-        url text NOT NULL,
-        final_url text, status integer, content_type text, content_length bigint,
-        depth integer, parent_url text, title text, description text, keywords text,
-        text text, links_count integer, content_sha256 text, fetched_at double precision,
-        fetch_duration_s double precision, error text, warc_file text, warc_offset bigint,
-        canonical text, noindex boolean NOT NULL DEFAULT false, attempts integer,
-        host text, duplicate_of text, simhash text, text_hash text, sitemap_lastmod text,
-        UNIQUE (job_id, url)
-    );
-    CREATE INDEX pages_job_order ON pages (job_id, id);  -- export in commit order
-    CREATE TABLE counters (
-        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-        name text NOT NULL,
-        value bigint NOT NULL,
-        PRIMARY KEY (job_id, name)
-    );
-    CREATE TABLE fetch_attempts (
-        id bigserial PRIMARY KEY,
-        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-        url text NOT NULL, attempt integer NOT NULL, started_at double precision,
-        duration_s double precision, status integer, error text, decision text
-    );
-    CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
-    """,
-)
-
-SCHEMA_VERSION = len(MIGRATIONS)
 
 # A row PostgreSQL (or the client's encoding) will not take, e.g. a number out of
 # range: a value of one page. Lost connections and shutdowns are OperationalErrors.
@@ -119,10 +74,6 @@ class PostgresUnavailable(ConnectionError):
     """PostgreSQL cannot be used; the message says why (refused, no such database, …)."""
 
 
-class SchemaTooNew(RuntimeError):
-    """The database was migrated by a newer Trawler than this one."""
-
-
 @dataclass(slots=True)
 class JobInfo:
     id: str
@@ -130,29 +81,6 @@ class JobInfo:
     created_at: float  # Unix time, seconds
     updated_at: float
     config: CrawlConfig
-
-
-async def migrate(conn: psycopg.AsyncConnection) -> int:
-    """Bring the schema to ``SCHEMA_VERSION``; safe to run from many workers at once."""
-    async with conn.transaction():
-        # Held until this transaction ends: a second worker waits here, then
-        # finds the steps applied. Taken before CREATE TABLE IF NOT EXISTS,
-        # which is not safe against a concurrent identical CREATE.
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version ("
-            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        row = await (await conn.execute("SELECT max(version) FROM schema_version")).fetchone()
-        current = (row[0] if row else None) or 0
-        if current > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"database schema is version {current}; this Trawler knows {SCHEMA_VERSION}"
-            )
-        for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
-            await conn.execute(sql)  # no parameters: several statements are allowed
-            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
-    return SCHEMA_VERSION
 
 
 def _clean(value: Any) -> Any:
@@ -399,7 +327,7 @@ class PostgresStore:
 
         async def read() -> dict:
             async with self.pool.connection() as conn:
-                return await _read_stats(conn, job_id)
+                return await read_stats(conn, job_id)
 
         return await self._call(read)
 
@@ -415,59 +343,3 @@ async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutc
 def _check_state(state: str) -> None:
     if state not in JOB_STATES:
         raise ValueError(f"job state must be one of {', '.join(JOB_STATES)}, not {state!r}")
-
-
-async def _fetchall(conn: psycopg.AsyncConnection, sql: str, job_id: str) -> list[tuple]:
-    cur = await conn.execute(sql, (job_id,))
-    return await cur.fetchall()
-
-
-async def _grouped(
-    conn: psycopg.AsyncConnection, job_id: str, column: str, table: str
-) -> dict[str, int]:
-    sql = (
-        f"SELECT {column}, count(*) FROM {table} WHERE job_id = %s AND {column} IS NOT NULL"
-        " GROUP BY 1 ORDER BY 2 DESC"
-    )
-    return {str(key): count for key, count in await _fetchall(conn, sql, job_id)}
-
-
-async def _read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
-    stats: dict = {"job": None}
-    job = await _fetchall(
-        conn,
-        "SELECT id, state, extract(epoch FROM created_at)::float8,"
-        " extract(epoch FROM updated_at)::float8, config -> 'seeds' FROM jobs WHERE id = %s",
-        job_id,
-    )
-    if job:
-        stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job[0], strict=False))
-        stats["job"]["seeds"] = job[0][4] or []
-    stats["urls_discovered"] = stats["urls_queued"] = None  # the frontier's numbers
-    ((stored, ok, size, first, last, hosts),) = await _fetchall(
-        conn,
-        "SELECT count(*), count(*) FILTER (WHERE error IS NULL), sum(content_length),"
-        " min(fetched_at), max(fetched_at), count(DISTINCT host) FROM pages WHERE job_id = %s",
-        job_id,
-    )
-    # hosts: those with a stored page (the frontier knows queued ones only by job).
-    stats.update(pages_stored=stored, pages_ok=ok, bytes_downloaded=int(size or 0), hosts=hosts)
-    stats["status"] = await _grouped(conn, job_id, "status", "pages")
-    stats["errors"] = await _grouped(conn, job_id, "error", "pages")
-    counters = dict(
-        await _fetchall(
-            conn, "SELECT name, value FROM counters WHERE job_id = %s ORDER BY name", job_id
-        )
-    )
-    prefix = "skipped."
-    stats["skipped"] = {
-        name.removeprefix(prefix): value
-        for name, value in sorted(counters.items(), key=lambda item: -item[1])
-        if name.startswith(prefix)
-    }
-    stats["dead_letter"] = counters.get("dead_letter", 0)  # counted at each commit
-    stats["fetch_attempts"] = await _grouped(conn, job_id, "decision", "fetch_attempts")
-    stats["counters"] = counters
-    if first is not None and last > first:
-        stats["pages_per_s"] = round(stored / (last - first), 1)
-    return stats

@@ -1,0 +1,83 @@
+"""The distributed store's schema: its migrations and how they are applied.
+
+``MIGRATIONS`` is an ordered, append-only list (never edit a released step,
+add one); the ``schema_version`` table records what was applied. Workers
+starting together serialise on a transaction-scoped advisory lock, so each
+step runs once. postgres.py migrates on connect.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+# Any constant bigint: the advisory lock key that serialises migrations ("trawler").
+MIGRATION_LOCK_KEY = 0x74726177_6C6572
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
+    """
+    CREATE TABLE jobs (
+        id text PRIMARY KEY,
+        config jsonb NOT NULL,
+        state text NOT NULL
+            CHECK (state IN ('pending', 'running', 'paused', 'cancelled', 'finished')),
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE pages (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL,
+        final_url text, status integer, content_type text, content_length bigint,
+        depth integer, parent_url text, title text, description text, keywords text,
+        text text, links_count integer, content_sha256 text, fetched_at double precision,
+        fetch_duration_s double precision, error text, warc_file text, warc_offset bigint,
+        canonical text, noindex boolean NOT NULL DEFAULT false, attempts integer,
+        host text, duplicate_of text, simhash text, text_hash text, sitemap_lastmod text,
+        UNIQUE (job_id, url)
+    );
+    CREATE INDEX pages_job_order ON pages (job_id, id);  -- export in commit order
+    CREATE TABLE counters (
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        name text NOT NULL,
+        value bigint NOT NULL,
+        PRIMARY KEY (job_id, name)
+    );
+    CREATE TABLE fetch_attempts (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL, attempt integer NOT NULL, started_at double precision,
+        duration_s double precision, status integer, error text, decision text
+    );
+    CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer Trawler than this one."""
+
+
+async def migrate(conn: psycopg.AsyncConnection) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; safe to run from many workers at once."""
+    async with conn.transaction():
+        # Held until this transaction ends: a second worker waits here, then
+        # finds the steps applied. Taken before CREATE TABLE IF NOT EXISTS,
+        # which is not safe against a concurrent identical CREATE.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = await (await conn.execute("SELECT max(version) FROM schema_version")).fetchone()
+        current = (row[0] if row else None) or 0
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"database schema is version {current}; this Trawler knows {SCHEMA_VERSION}"
+            )
+        for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
+            await conn.execute(sql)  # no parameters: several statements are allowed
+            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+    return SCHEMA_VERSION
