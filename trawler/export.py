@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import TextIO
 
-from trawler.locks import create_locked, if_abandoned
+from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.store.sqlite import EXPORT_COLUMNS, iter_pages
 
 
@@ -78,7 +78,7 @@ class AtomicTextFile:
             os.chmod(self._temp, stat.S_IMODE(self.path.stat().st_mode))
         os.replace(self._temp, self.path)  # while still locked: no sweeper takes it
         self.file.close()
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def discard(self) -> None:
         with contextlib.suppress(OSError):
@@ -92,11 +92,3 @@ def _remove_abandoned_temps(path: Path) -> None:
         with if_abandoned(temp) as abandoned:
             if abandoned:
                 temp.unlink(missing_ok=True)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -11,6 +11,8 @@ files close-on-exec). Three uses:
   was abandoned by a dead writer and may be repaired or removed;
 - ``create_locked`` makes such a file under a name no sweeper looks at, locks
   it, then renames it: a sweeper never sees it unlocked.
+
+``fsync_dir`` makes the rename that finishes such a file durable (WARC files, exports).
 """
 
 from __future__ import annotations
@@ -109,3 +111,12 @@ def _still_named(path: Path, handle: BinaryIO) -> bool:
         return path.stat().st_ino == os.fstat(handle.fileno()).st_ino
     except FileNotFoundError:
         return False
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync the directory itself: a rename (how such a file is finished) survives a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

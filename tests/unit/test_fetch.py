@@ -26,7 +26,8 @@ from aiohttp.test_utils import TestServer
 
 from trawler import netguard
 from trawler.config import CrawlConfig
-from trawler.fetch import Fetcher, decode_body, parse_content_type, parse_retry_after
+from trawler.fetch import Fetcher
+from trawler.httpcodec import decode_body, parse_content_type, parse_retry_after
 from trawler.netguard import GuardedResolver, PrivateAddressError, is_forbidden_address
 
 pytestmark = pytest.mark.timeout(20)

@@ -1,4 +1,4 @@
-"""trawler.parse: charset decoding, HTML extraction and robots directives."""
+"""trawler.charset and trawler.parse: charset decoding, HTML extraction and robots directives."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from trawler.charset import codec_for_label, decode_html
 from trawler.htmlbound import MAX_WORK, estimated_work, too_complex
-from trawler.parse import codec_for_label, decode_html, parse_html, parse_x_robots_tag
+from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import Link, ParsedPage
 
 PAGE_URL = "https://example.com/dir/page.html"

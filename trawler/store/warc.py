@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from trawler.locks import create_locked, if_abandoned
+from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.records import FetchResult
 
 OPEN_SUFFIX = ".open"
@@ -244,7 +244,7 @@ def recover(
             if abandoned:
                 _repair(path, (committed or {}).get(path.name.removesuffix(OPEN_SUFFIX)))
                 repaired.append(path.name.removesuffix(OPEN_SUFFIX))
-    _fsync_dir(Path(directory))
+    fsync_dir(Path(directory))
     return repaired
 
 
@@ -381,12 +381,4 @@ def _gzip(record: bytes, level: int) -> bytes:
 def _finish(open_path: Path) -> None:
     """Rename ``x.warc.gz.open`` to ``x.warc.gz`` and make the rename durable."""
     open_path.rename(open_path.with_name(open_path.name.removesuffix(OPEN_SUFFIX)))
-    _fsync_dir(open_path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(open_path.parent)
