@@ -22,7 +22,8 @@ from pathlib import Path
 
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler, Progress
-from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
+from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.workers import HEARTBEAT_S, WorkerRegistry, WorkerStatus
 from trawler.linkfilter import LinkFilter
 from trawler.outage import (

@@ -19,7 +19,8 @@ import pytest
 
 from tests.servers import RedisServer, ServerUnavailable, start_redis
 from trawler.dedup import url_fingerprint
-from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions, connect_redis
+from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
+from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.frontier.workers import FORGET_AFTER_S, WorkerRegistry
 from trawler.outage import OutageAbandoned, redis_health
@@ -535,7 +536,7 @@ class TestRedisFrontier(FrontierContract):
 async def test_redis_client_waits_for_a_connection_instead_of_failing(redis_url: str) -> None:
     """A worker's tasks call Redis all at once; more of them than pooled connections
     must queue, not fail with MaxConnectionsError (it did at --concurrency > 100)."""
-    from trawler.frontier.redis import MAX_CONNECTIONS, connect_redis
+    from trawler.frontier.redis_conn import MAX_CONNECTIONS
 
     client = connect_redis(redis_url)
 

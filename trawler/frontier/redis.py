@@ -30,8 +30,8 @@ keep their URLs and hosts, while a dead worker's still expire.
 
 While a worker holds a host, the host's politeness state lives in a local
 ``HostSlot`` (record_sent and set_crawl_delay are synchronous); finish_host
-writes it back. Local monotonic times and Redis times are converted through
-an offset measured against ``TIME`` at open and every ``CLOCK_SYNC_S``.
+writes it back. Its monotonic times and Redis times convert through the offset
+``RedisClock`` measures against ``TIME`` (redis_conn.py).
 
 Redis Cluster: the scripts build per-host keys from the host popped off the
 ready ZSET, which only a single Redis allows. To shard, we would keep each
@@ -46,31 +46,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.typing import EncodableT, FieldT
 
 from trawler.frontier import redis_scripts as lua
+from trawler.frontier.redis_codec import decode_request, encode_request, fp8, ms
+from trawler.frontier.redis_conn import RedisClock, connect_redis
+from trawler.frontier.redis_robots import SharedRobots
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 T = TypeVar("T")
 
-CLOCK_SYNC_S = 30.0
-_ROBOTS_FIELDS = ("status", "error", "body", "fetched_at", "failures")
-MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
 STATS_REFRESH_S = 1.0
 
 
@@ -83,23 +78,6 @@ class RedisFrontierOptions:
     busy_retry_s: float = 0.2  # look again at a host another job is holding
     auto_renew: bool = True  # renew leases, refresh stats and clock in the background
     prefix: str = "trawler"
-
-
-def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
-    """A client that reconnects through a Redis restart (AOF brings the state back).
-
-    The pool blocks when all its connections are busy: redis-py's default pool
-    raises MaxConnectionsError instead, and a worker's tasks (one per request in
-    flight) all call Redis at once when a wave of responses comes in. Its own
-    retries only replace connections a restart broke; a longer outage is the
-    ``ServiceHealth``'s to ride out (and to log once).
-    """
-    retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), 3)
-    pool = BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=60, retry=retry,
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-    )  # fmt: skip
-    return Redis(connection_pool=pool)
 
 
 class RedisFrontier:
@@ -129,11 +107,11 @@ class RedisFrontier:
         self._jp = f"{options.prefix}:{{{options.job_id}}}:"
         self._hp = f"{options.prefix}:host:"
         self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
+        self._robots = SharedRobots(client, f"{options.prefix}:", self._jp, health)
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
         self._crawl_delay_dirty: set[str] = set()
         self._inflight: dict[int, str] = {}  # fp -> payload of URLs leased to this worker
-        self._offset_s = 0.0  # Redis time - local monotonic time
-        self._synced_at = -math.inf
+        self._clock = RedisClock()
         self._stats = (0, 0, 0)  # queued, leased, active hosts
         self._closed = False
         self._wake = asyncio.Event()
@@ -174,16 +152,16 @@ class RedisFrontier:
         unique = list({r.fp: r for r in requests}.values())
         if not unique:
             return []
-        seen = await self._run("SEEN", [_fp8(r.fp) for r in unique])
+        seen = await self._run("SEEN", [fp8(r.fp) for r in unique])
         return [r for r, known in zip(unique, seen, strict=True) if not known]
 
     async def commit(self, new_requests: list[CrawlRequest], done: list[CrawlRequest]) -> None:
         """Schedule unseen new URLs and acknowledge ``done``, in one script (idempotent)."""
         args: list[str | bytes | int] = [len(new_requests), len(done)]
         for r in new_requests:
-            args += [_fp8(r.fp), r.host, r.depth, _payload(r)]
+            args += [fp8(r.fp), r.host, r.depth, encode_request(r)]
         for r in done:
-            args += [str(r.fp), r.host, self._inflight.pop(r.fp, "") or _payload(r)]
+            args += [str(r.fp), r.host, self._inflight.pop(r.fp, "") or encode_request(r)]
         if await self._run("COMMIT", args):
             self._wake.set()
         if done:
@@ -191,7 +169,7 @@ class RedisFrontier:
 
     async def next(self) -> CrawlRequest | None:
         opts = self.options
-        lease_ms, retry_ms = _ms(opts.lease_timeout_s), _ms(opts.busy_retry_s)
+        lease_ms, retry_ms = ms(opts.lease_timeout_s), ms(opts.busy_retry_s)
         while not self._closed:
             self._wake.clear()
             if self.gate is not None and not self.gate.up:
@@ -206,7 +184,7 @@ class RedisFrontier:
                 return None
             if reply[0] == 2:
                 payload = reply[1].decode()
-                request = _request(payload)
+                request = decode_request(payload)
                 self._inflight[request.fp] = payload
                 self._hold(request.host, *reply[2:])
                 return request
@@ -235,22 +213,26 @@ class RedisFrontier:
         until it is due it counts as work in progress.
         """
         self._inflight.pop(request.fp, None)
-        args: list[str | bytes | int] = [self.worker_id, str(request.fp), _payload(request)]
-        await self._run("RETRY_LATER", [*args, _ms(delay_s)])
+        args: list[str | bytes | int] = [self.worker_id, str(request.fp), encode_request(request)]
+        await self._run("RETRY_LATER", [*args, ms(delay_s)])
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
         if slot is None:
             return
         health = slot.health
-        args: list[str | bytes | int] = [self.worker_id, host, self._to_redis(slot.next_allowed_at)]
+        args: list[str | bytes | int] = [
+            self.worker_id,
+            host,
+            self._clock.to_redis(slot.next_allowed_at),
+        ]
         args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
-        args += [health.consecutive_failures, self._to_redis(health.paused_until)]
+        args += [health.consecutive_failures, self._clock.to_redis(health.paused_until)]
         await self._run("FINISH", args)
         self._wake.set()
 
     async def acquire_host(self, host: str) -> None:
-        lease_ms = _ms(self.options.lease_timeout_s)
+        lease_ms = ms(self.options.lease_timeout_s)
         while True:
             if host not in self._held:
                 args: list[str | int] = [self.worker_id, lease_ms, host, *self._gap_args()]
@@ -279,7 +261,7 @@ class RedisFrontier:
         slot = self._held.get(host)
         if slot is None:  # not held: read the shared state
             next_ms = await self._call(lambda: self.redis.hget(self._hp + host, "next"))
-            slot = HostSlot(host, next_allowed_at=self._to_local(float(next_ms or 0)))
+            slot = HostSlot(host, next_allowed_at=self._clock.to_local(float(next_ms or 0)))
         delay = slot.next_allowed_at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -288,9 +270,9 @@ class RedisFrontier:
         slot = self._held.get(request.host)
         if slot is not None:
             slot.next_allowed_at = max(slot.next_allowed_at, time.monotonic() + delay_s)
-        payload = self._inflight.pop(request.fp, None) or _payload(request)
+        payload = self._inflight.pop(request.fp, None) or encode_request(request)
         args: list[str | bytes | int] = [self.worker_id, str(request.fp), payload, request.host]
-        await self._run("HAND_BACK", [*args, request.depth, _ms(delay_s)])
+        await self._run("HAND_BACK", [*args, request.depth, ms(delay_s)])
         self._wake.set()
 
     def close(self) -> None:
@@ -313,41 +295,12 @@ class RedisFrontier:
     # -- leases, heartbeats, stats -----------------------------------------------
     async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """The robots.txt another worker fetched for ``site``, while it is fresh."""
-
-        async def read() -> list[list[bytes | None]]:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for job_only in (False, True):
-                    pipe.hmget(self._robots_key(site, profile, job_only), *_ROBOTS_FIELDS)
-                return cast(list[list[bytes | None]], await pipe.execute())
-
-        for status, error, body, fetched_at, failures in await self._call(read):
-            if body is not None:  # no decode_responses: bytes
-                return RobotsFetch(
-                    int(status) if status else None, error.decode() if error else None, body,
-                    float(fetched_at or 0), int(failures or 0),
-                )  # fmt: skip
-        return None
+        return await self._robots.get(site, profile)
 
     async def share_robots(
         self, site: str, profile: str, fetch: RobotsFetch, ttl_s: float, *, job_only: bool
     ) -> None:
-        key = self._robots_key(site, profile, job_only)
-        values = ("" if fetch.status is None else fetch.status, fetch.error or "", fetch.body,
-                  repr(fetch.fetched_at), fetch.failures)  # fmt: skip
-        mapping: dict[FieldT, EncodableT] = dict(zip(_ROBOTS_FIELDS, values, strict=True))
-
-        async def write() -> None:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping=mapping)
-                pipe.pexpire(key, max(1, _ms(ttl_s)))
-                await pipe.execute()
-
-        await self._call(write)
-
-    def _robots_key(self, site: str, profile: str, job_only: bool) -> str:
-        """Answers are shared by every job of the same fetch profile; errors stay in the job."""
-        scope = self._jp if job_only else f"{self.options.prefix}:"
-        return f"{scope}robots:{profile}:{site}"
+        await self._robots.put(site, profile, fetch, ttl_s, job_only=job_only)
 
     @property
     def current_host(self) -> str | None:
@@ -359,7 +312,7 @@ class RedisFrontier:
         if not self._inflight and not self._held:
             return
         fps = [str(fp) for fp in self._inflight]
-        lease_ms = _ms(self.options.lease_timeout_s)
+        lease_ms = ms(self.options.lease_timeout_s)
         await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *self._held])
 
     async def stats(self) -> tuple[int, int, int]:
@@ -394,11 +347,11 @@ class RedisFrontier:
     def _hold(self, host: str, next_ms: int, *state: bytes) -> None:
         """Keep a held host's politeness state locally until finish_host."""
         crawl_delay, backoff, failures, paused_ms = state
-        slot = HostSlot(host, next_allowed_at=self._to_local(next_ms), busy=True)
+        slot = HostSlot(host, next_allowed_at=self._clock.to_local(next_ms), busy=True)
         slot.crawl_delay_s = float(crawl_delay) if crawl_delay else None
         slot.health.backoff_s = float(backoff or 0)
         slot.health.consecutive_failures = int(failures or 0)
-        slot.health.paused_until = self._to_local(float(paused_ms or 0))
+        slot.health.paused_until = self._clock.to_local(float(paused_ms or 0))
         self._held[host] = slot
 
     def _gap_args(self) -> list[int]:
@@ -407,7 +360,7 @@ class RedisFrontier:
         dies holding it, the host waits a full interval after the hold's end (a
         request the worker sent just before its death is recorded nowhere)."""
         policy = self.policy
-        return [_ms(policy.delay_s + SPACING_MARGIN_S), _ms(policy.max_crawl_delay_s)]
+        return [ms(policy.delay_s + SPACING_MARGIN_S), ms(policy.max_crawl_delay_s)]
 
     def _local_slot(self, host: str) -> HostSlot:
         """The held host's slot; a throw-away one for a host not held (nothing to space)."""
@@ -419,27 +372,8 @@ class RedisFrontier:
         self._crawl_delay_dirty.discard(slot.host)
         return "" if slot.crawl_delay_s is None else repr(slot.crawl_delay_s)
 
-    def _to_local(self, redis_ms: float) -> float:
-        return redis_ms / 1000 - self._offset_s if redis_ms else 0.0
-
-    def _to_redis(self, monotonic_s: float) -> int:
-        """Rounded up: a host is never let go early."""
-        return math.ceil((monotonic_s + self._offset_s) * 1000) if monotonic_s else 0
-
     async def _sync_clock(self) -> None:
-        await self._call(self._measure_clock)
-
-    async def _measure_clock(self) -> None:
-        """Offset of Redis TIME from the local monotonic clock; the best of 3 round trips."""
-        best_rtt = math.inf
-        for _ in range(3):
-            sent = time.monotonic()
-            seconds, micros = await self.redis.time()
-            received = time.monotonic()
-            if received - sent < best_rtt:
-                best_rtt = received - sent
-                self._offset_s = seconds + micros / 1e6 - (sent + received) / 2
-        self._synced_at = time.monotonic()
+        await self._call(lambda: self._clock.measure(self.redis))
 
     async def _refresh_stats(self) -> None:
         async def read() -> list[Any]:
@@ -463,34 +397,8 @@ class RedisFrontier:
                 if now - last_renew >= renew_every_s:
                     await self.renew_leases()
                     last_renew = now
-                if now - self._synced_at >= CLOCK_SYNC_S:
+                if self._clock.stale(now):
                     await self._sync_clock()
                 await self._refresh_stats()
             except (RedisConnectionError, RedisTimeoutError):
                 continue  # Redis is restarting: the client retries on the next call
-
-
-def _ms(seconds: float) -> int:
-    return math.ceil(seconds * 1000)
-
-
-def _fp8(fp: int) -> bytes:
-    """The signed 64-bit fingerprint as 8 big-endian bytes (the seen-set key)."""
-    return fp.to_bytes(8, "big", signed=True)
-
-
-# The queue member of a URL: ["fp", depth, "host", the other fields in order].
-# The scripts read the first three; fields added later decode with defaults.
-_OTHER_FIELDS = tuple(f.name for f in fields(CrawlRequest) if f.name not in ("fp", "depth", "host"))
-
-
-def _payload(r: CrawlRequest) -> str:
-    """Deterministic, so re-adding a URL's payload is a no-op."""
-    values = [str(r.fp), r.depth, r.host, *(getattr(r, name) for name in _OTHER_FIELDS)]
-    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
-
-
-def _request(payload: str) -> CrawlRequest:
-    fp, depth, host, *others = json.loads(payload)
-    known = dict(zip(_OTHER_FIELDS, others, strict=False))
-    return CrawlRequest(fp=int(fp), depth=depth, host=host, **known)

@@ -1,0 +1,73 @@
+"""The distributed frontier's link to the Redis server: a client that rides out
+a Redis restart, and the offset between Redis ``TIME`` and this process's
+monotonic clock.
+
+Host times live in Redis as Redis time (ms), so every worker reads one clock;
+a worker's ``HostSlot`` keeps monotonic seconds. ``RedisClock`` converts
+between the two through an offset measured against ``TIME`` at open and
+every ``CLOCK_SYNC_S``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+CLOCK_SYNC_S = 30.0
+MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
+
+
+def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
+    """A client that reconnects through a Redis restart (AOF brings the state back).
+
+    The pool blocks when all its connections are busy: redis-py's default pool
+    raises MaxConnectionsError instead, and a worker's tasks (one per request in
+    flight) all call Redis at once when a wave of responses comes in. Its own
+    retries only replace connections a restart broke; a longer outage is the
+    ``ServiceHealth``'s to ride out (and to log once).
+    """
+    retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), 3)
+    pool = BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=60, retry=retry,
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )  # fmt: skip
+    return Redis(connection_pool=pool)
+
+
+@dataclass(slots=True)
+class RedisClock:
+    """Redis time minus local monotonic time, as last measured."""
+
+    offset_s: float = 0.0
+    synced_at: float = -math.inf  # monotonic time of the last measurement
+
+    def stale(self, now: float) -> bool:
+        """True when the offset is due to be measured again (clocks drift)."""
+        return now - self.synced_at >= CLOCK_SYNC_S
+
+    async def measure(self, redis: Redis) -> None:
+        """The offset from the best of 3 round trips (the shortest bounds the error)."""
+        best_rtt = math.inf
+        for _ in range(3):
+            sent = time.monotonic()
+            seconds, micros = await redis.time()
+            received = time.monotonic()
+            if received - sent < best_rtt:
+                best_rtt = received - sent
+                self.offset_s = seconds + micros / 1e6 - (sent + received) / 2
+        self.synced_at = time.monotonic()
+
+    def to_local(self, redis_ms: float) -> float:
+        """A Redis time (ms) as local monotonic seconds; 0 stays 0 (no time set)."""
+        return redis_ms / 1000 - self.offset_s if redis_ms else 0.0
+
+    def to_redis(self, monotonic_s: float) -> int:
+        """Rounded up: a host is never let go early."""
+        return math.ceil((monotonic_s + self.offset_s) * 1000) if monotonic_s else 0
