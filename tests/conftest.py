@@ -42,12 +42,24 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+def _postgres_or_skip() -> PostgresServer:
     try:
-        server = start_postgres()
+        return start_postgres()
     except ServerUnavailable as exc:
         pytest.skip(f"PostgreSQL unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = _postgres_or_skip()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A private server, for tests that stop it."""
+    server = _postgres_or_skip()
     yield server
     server.stop()
 

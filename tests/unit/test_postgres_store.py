@@ -6,13 +6,13 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.servers import PostgresServer, ServerUnavailable, start_postgres
+from tests.servers import PostgresServer
 from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
@@ -245,17 +245,6 @@ async def test_stats_have_the_embedded_shape(store: PostgresStore, tmp_path: Pat
 
 
 # -- outages ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[PostgresServer]:
-    """A private server: these tests stop it."""
-    try:
-        server = start_postgres()
-    except ServerUnavailable as exc:
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
-    yield server
-    server.stop()
 
 
 async def test_calls_wait_through_a_postgres_outage(
