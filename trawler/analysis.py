@@ -43,7 +43,6 @@ from trawler.config import CrawlConfig
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
-from trawler.robots import user_agent_token
 from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser, Scope, TrapRules
 
@@ -81,7 +80,7 @@ def _analyser(config_json: str) -> tuple[CrawlConfig, str, LinkFilter]:
     scope = Scope(config.scope, config.seeds, config.include, config.exclude)
     links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(), config.max_depth,
                        _robots_unknown)  # fmt: skip
-    return config, user_agent_token(config.user_agent), links
+    return config, config.robots_token, links
 
 
 def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Analysis:

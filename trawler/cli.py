@@ -67,6 +67,7 @@ def crawl(
     delay: Annotated[float | None, typer.Option(help="Seconds between two requests to one host [1.0].")] = None,
     max_crawl_delay: Annotated[float | None, typer.Option(help="Ceiling for robots.txt Crawl-delay [60].")] = None,
     user_agent: Annotated[str | None, typer.Option(help="User-Agent header.")] = None,
+    robots_agent: Annotated[str | None, typer.Option(help="robots.txt product token [from the User-Agent: the product after 'compatible;' in Mozilla/… strings, else the first].")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight across all hosts [256].")] = None,
     allow_private: Annotated[bool | None, typer.Option("--allow-private", help="Allow fetching loopback/private addresses.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Total seconds per request [30].")] = None,
@@ -137,7 +138,8 @@ _CONFIG_PARAMS = {
     "max_depth": "max_depth", "max_pages": "max_pages", "max_pages_per_host": "max_pages_per_host",
     "scope": "scope", "include": "include", "exclude": "exclude", "delay": "delay_s",
     "max_crawl_delay": "max_crawl_delay_s", "user_agent": "user_agent",
-    "concurrency": "concurrency", "allow_private": "allow_private", "timeout": "timeout_s",
+    "robots_agent": "robots_agent", "concurrency": "concurrency",
+    "allow_private": "allow_private", "timeout": "timeout_s",
     "connect_timeout": "connect_timeout_s", "first_byte_timeout": "first_byte_timeout_s",
     "max_bytes": "max_bytes", "strip_param": "strip_params",
     "warc_max_bytes": "warc_max_bytes", "sitemaps": "sitemaps", "sitemap_depth": "sitemap_depth",
@@ -234,6 +236,7 @@ async def _run(crawler: Any, stored_pages: int) -> tuple[bool, int | None]:
 def robots(
     url: Annotated[str, typer.Argument(help="The URL to check.")],
     agent: Annotated[str | None, typer.Option("--agent", help="User-Agent to check for [Trawler's].")] = None,
+    robots_agent: Annotated[str | None, typer.Option(help="robots.txt product token [from the User-Agent].")] = None,
     allow_private: Annotated[bool, typer.Option("--allow-private", help="Allow loopback/private addresses.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:  # fmt: skip
@@ -241,7 +244,8 @@ def robots(
     from trawler.robotscheck import check_robots, format_report
 
     try:
-        cfg = build_config({"user_agent": agent, "allow_private": allow_private or None})
+        cfg = build_config({"user_agent": agent, "robots_agent": robots_agent,
+                            "allow_private": allow_private or None})  # fmt: skip
     except ConfigError as exc:
         fail(str(exc))
     try:

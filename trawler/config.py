@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trawler import __version__
+from trawler.robotsagent import PRODUCT_TOKEN, user_agent_token
 from trawler.safetext import safe_url
 
 DEFAULT_USER_AGENT = f"Trawler/{__version__} (+https://github.com/trawler-crawler/trawler)"
@@ -53,6 +54,8 @@ class CrawlConfig(BaseModel):
     delay_s: float = Field(default=1.0, ge=0.0)
     max_crawl_delay_s: float = Field(default=60.0, ge=0.0)  # ceiling for robots Crawl-delay
     user_agent: str = DEFAULT_USER_AGENT
+    # The robots.txt product token (RFC 9309 §2.2.1); None: from user_agent (robots_token).
+    robots_agent: str | None = None
     concurrency: int = Field(default=256, ge=1, le=100_000)
     allow_private: bool = False
     connect_timeout_s: float = Field(default=10.0, gt=0)
@@ -93,6 +96,22 @@ class CrawlConfig(BaseModel):
             except re.error as exc:
                 raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         return patterns
+
+    @field_validator("robots_agent")
+    @classmethod
+    def _robots_agent_is_a_token(cls, token: str | None) -> str | None:
+        if token is not None and PRODUCT_TOKEN.fullmatch(token) is None:
+            raise ValueError(
+                f"{token!r} is not a robots.txt product token (RFC 9309: letters, '_' and '-')"
+            )
+        return token
+
+    @property
+    def robots_token(self) -> str:
+        """The token robots.txt groups, meta robots and X-Robots-Tag are matched on."""
+        if self.robots_agent is not None:
+            return self.robots_agent.lower()
+        return user_agent_token(self.user_agent)
 
     @property
     def tracking_params(self) -> tuple[str, ...]:
@@ -168,4 +187,5 @@ def _one_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "config"
     option = "--" + where.removesuffix("_s").replace("_", "-")
-    return f"invalid {option}: {err['msg']}"
+    message = err["msg"].removeprefix("Value error, ")  # pydantic's wrapping of our ValueErrors
+    return f"invalid {option}: {message}"

@@ -72,7 +72,7 @@ class Crawler:
         self.fetcher = Fetcher(config)
         waits = tuple(config.robots_retry_waits_s)
         self.robots = RobotsGate(
-            self.fetcher, config.user_agent, waits, self._counters, self._first_robots
+            self.fetcher, config.robots_token, waits, self._counters, self._first_robots
         )
         self.links = LinkFilter(
             self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,

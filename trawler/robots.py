@@ -12,8 +12,12 @@ Where RFC 9309 leaves room we follow Google's reference parser
   "disallaw", "site-map"); a missing colon is accepted when the line is
   exactly two words ("disallow /x"). Crawl-delay ("crawl-delay", "crawldelay",
   "crawl delay") is ours; Google ignores it.
-- A user-agent line is matched on its leading run of ``[a-zA-Z_-]``
-  ("Googlebot/2.1" names googlebot); "*" or "* anything" names every agent.
+- Our product token (§2.2.1): robotsagent.py.
+- A user-agent line names the product written up to the first whitespace,
+  "/" or "*" ("Googlebot/2.1" and "Googlebot*" name googlebot, "Foo Bar" names
+  foo), compared with our token case-insensitively and whole: "Rule1Bot" is not
+  "rule", "FooBot-News" is not "foobot" (Google compares only the leading
+  ``[a-zA-Z_-]`` run). "*" or "* anything" names every agent.
   Consecutive user-agent lines share one group; any other keyed line
   (rule, sitemap, crawl-delay, unknown) ends that run, so a following
   user-agent line starts a new group; rules after a sitemap line still belong
@@ -57,6 +61,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from trawler.robotsagent import product_name, user_agent_token
+
 MAX_ROBOTS_BYTES = 512 * 1024  # RFC 9309 §2.5: the limit MUST be at least 500 KiB
 MAX_LINE_BYTES = 2083 * 8  # Google: the rest of a longer line is ignored
 
@@ -73,7 +79,6 @@ _KEY_PREFIXES: tuple[tuple[str, int], ...] = (
 _WS = " \t\v\f"  # ASCII whitespace (CR and LF never reach a line)
 _BOMS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")  # Google skips a partial BOM too
 
-_TOKEN = re.compile(r"[A-Za-z_-]*")
 _AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*")
 # Anything outside this set makes a path go through _canonical().
 _NOT_CANONICAL = re.compile(r"[^A-Za-z0-9\-._~!&'()+,;=:@/?\[\]]")
@@ -175,19 +180,6 @@ def disallow_all() -> Rules:
     return Rules.disallow_all()
 
 
-def user_agent_token(user_agent: str) -> str:
-    """The product token of a User-Agent: "Trawler/0.1 (+https://…)" → "trawler".
-
-    RFC 9309 §2.2.1: a token is ``[a-zA-Z_-]+``, matched case-insensitively.
-    """
-    return _leading_token(user_agent.strip(_WS)).lower()
-
-
-def _leading_token(value: str) -> str:
-    match = _TOKEN.match(value)
-    return match.group() if match else ""
-
-
 # --- parsing -----------------------------------------------------------------
 
 
@@ -240,8 +232,8 @@ def _add_agent(group: _Group, value: str, token: str) -> None:
     # Google: "*" alone or followed by whitespace is the universal group.
     if value[:1] == "*" and (len(value) == 1 or value[1] in _WS):
         group.universal = True
-    elif token and _leading_token(value).lower() == token:
-        group.specific = True  # RFC 9309 §2.2.1: a token match, not a substring
+    elif token and product_name(value).lower() == token:
+        group.specific = True  # RFC 9309 §2.2.1: the whole token, not a substring
 
 
 def _build(groups: list[_Group], sitemaps: list[str]) -> Rules:

@@ -53,7 +53,7 @@ class RobotsEntry:
 
 def entry_from_fetch(
     result: FetchResult,
-    user_agent: str,
+    robots_token: str,
     now: float,
     previous: RobotsEntry | None,
     retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S,
@@ -62,7 +62,7 @@ def entry_from_fetch(
     status = result.status
     if result.error is None and status is not None:
         if 200 <= status < 300:  # §2.3.1.1 successful access
-            return RobotsEntry(robots.parse(result.body, user_agent), now, status)
+            return RobotsEntry(robots.parse(result.body, robots_token), now, status)
         if 400 <= status < 500 and status != 429:  # §2.3.1.3 unavailable: no restrictions
             return RobotsEntry(robots.Rules.allow_all(), now, status)
     if result.error in _TOO_MANY_REDIRECTS:  # §2.3.1.2: MAY assume unavailable
@@ -81,7 +81,7 @@ def entry_from_fetch(
 
 def entry_from_kept(
     kept: RobotsFetch,
-    user_agent: str,
+    robots_token: str,
     now: float,
     now_wall: float,
     retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S,
@@ -91,7 +91,7 @@ def entry_from_kept(
     does its count of unavailable answers, so the retry waits go on where they were."""
     age_s = max(now_wall - kept.fetched_at, 0.0)  # another machine's clock may run ahead
     result = FetchResult("", "", status=kept.status, error=kept.error, body=kept.body)
-    entry = entry_from_fetch(result, user_agent, now - age_s, None, retry_waits_s)
+    entry = entry_from_fetch(result, robots_token, now - age_s, None, retry_waits_s)
     if entry.unavailable:
         entry.failures = max(kept.failures, 1)
     return entry

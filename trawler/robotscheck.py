@@ -20,6 +20,8 @@ from trawler.urls import normalise, origin
 class RobotsReport:
     url: str
     robots_url: str
+    robots_token: str  # the product token the groups were matched on (RFC 9309 §2.2.1)
+    token_source: str  # "--robots-agent" or "from the User-Agent"
     fetch_status: int | None
     fetch_error: str | None
     meaning: str  # how RFC 9309 reads the fetch outcome
@@ -46,10 +48,12 @@ async def check_robots(url: str, config: CrawlConfig) -> RobotsReport:
         result = await fetcher.fetch_robots(robots_url)
     finally:
         await fetcher.close()
-    entry = entry_from_fetch(result, config.user_agent, time.monotonic(), None)
+    entry = entry_from_fetch(result, config.robots_token, time.monotonic(), None)
     verdict = entry.rules.explain(normalised)
     return RobotsReport(
-        url=normalised, robots_url=robots_url, fetch_status=result.status,
+        url=normalised, robots_url=robots_url, robots_token=config.robots_token,
+        token_source="--robots-agent" if config.robots_agent else "from the User-Agent",
+        fetch_status=result.status,
         fetch_error=result.error, meaning=_meaning(entry, result.status),
         allowed=verdict.allowed and entry.fatal_error is None, rule=verdict.rule,
         line=verdict.line, group=verdict.group, crawl_delay=entry.rules.crawl_delay,
@@ -79,6 +83,7 @@ def format_report(report: RobotsReport) -> str:
     lines = [
         f"{verdict}: {report.url}",
         f"robots.txt: {report.robots_url} ({status}; {report.meaning})",
+        f"robots token: {report.robots_token or '(none)'} ({report.token_source})",
         f"group: {report.group or '(no group applies)'}",
         f"decided by: {decided}",
     ]

@@ -31,13 +31,15 @@ class RobotsGate:
     def __init__(
         self,
         fetcher: Fetcher,
-        user_agent: str,
+        robots_token: str,
         retry_waits_s: tuple[float, ...],
         counters: Counter[str],
         on_first_fetch: Callable[[str, RobotsEntry], Awaitable[None]],
     ) -> None:
         self.fetcher = fetcher
-        self.user_agent = user_agent
+        # Not part of the fetch profile: robots.txt bodies are kept and shared, and each
+        # job reads them with its own token (a verdict is never shared).
+        self.robots_token = robots_token
         self.retry_waits_s = retry_waits_s
         self.counters = counters
         self.on_first_fetch = on_first_fetch  # e.g. queue the origin's sitemaps
@@ -66,7 +68,7 @@ class RobotsGate:
         kept = await frontier.shared_robots(site, self.fetcher.profile)
         if kept is not None:
             entry = entry_from_kept(
-                kept, self.user_agent, time.monotonic(), time.time(), self.retry_waits_s
+                kept, self.robots_token, time.monotonic(), time.time(), self.retry_waits_s
             )
             if not entry.expired(time.monotonic()):
                 self.counters["robots.shared"] += 1
@@ -75,7 +77,7 @@ class RobotsGate:
                 previous = entry  # the newer one: its failures count on
         result = await self._download(site, host, frontier)
         entry = entry_from_fetch(
-            result, self.user_agent, time.monotonic(), previous, self.retry_waits_s
+            result, self.robots_token, time.monotonic(), previous, self.retry_waits_s
         )
         kept = RobotsFetch(result.status, result.error, result.body, time.time(), entry.failures)
         ttl_s = entry.retry_at - entry.fetched_at if entry.unavailable else CACHE_TTL_S

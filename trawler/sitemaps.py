@@ -170,7 +170,9 @@ class _XmlCollector:
         elif self.depth == self.entry_depth + 1 and local in (loc_name, date_name):
             self.field, self.text = local, []
             if local == "link" and "href" in attrs:  # Atom
-                if attrs.get("rel", "alternate") == "alternate":
+                # RFC 4287 §4.2.7.2: no rel means "alternate"; §4.1.1 allows one alternate
+                # per type and language, so an entry may have several: the first is the page.
+                if self.loc is None and attrs.get("rel", "alternate") == "alternate":
                     self.loc = attrs["href"]
                 self.field = None
 

@@ -175,10 +175,32 @@ class TestUserAgentToken:
             ("  ExampleBot/0.1", "examplebot"),
             ("Googlebot-News", "googlebot-news"),
             ("foo_bar baz", "foo_bar"),
-            ("Mozilla/5.0 (compatible; ExampleBot/0.1)", "mozilla"),
-            ("123bot", ""),
+            ("Mozilla/5.0 (compatible; ExampleBot/0.1)", "examplebot"),
+            ("Mozilla/5.0 (compatible; MyBot/1.0; +https://example.org/bot)", "mybot"),
+            (
+                "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+                "googlebot",
+            ),
+            ("Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "bingbot"),
+            # Googlebot smartphone and desktop (Google's "Googlebot user agents" page).
+            (
+                "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 "
+                "(KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36 (compatible; "
+                "Googlebot/2.1; +http://www.google.com/bot.html)",
+                "googlebot",
+            ),
+            (
+                "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Googlebot/2.1; "
+                "+http://www.google.com/bot.html) Chrome/120.0.0.0 Safari/537.36",
+                "googlebot",
+            ),
+            ("mozilla/5.0 (Compatible;  YandexBot/3.0)", "yandexbot"),
+            ("Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0", "mozilla"),
+            ("Mozilla/5.0", "mozilla"),
+            ("ExampleBot/1.0 (compatible; OtherBot/2.0)", "examplebot"),  # Mozilla/ only
+            ("123bot", "123bot"),  # not an RFC 9309 token, but the product a site names
             ("", ""),
-            ("ツbot", ""),
+            ("ツbot/1.0", "ツbot"),
         ],
     )
     def test_product_token(self, user_agent: str, token: str) -> None:
@@ -199,6 +221,13 @@ class TestGroupSelection:
             ("Foo", "foobot", False),  # no prefix matching either
             ("xFooBot", "foobot", False),
             ("FooBot*", "foobot", True),  # "*" ends the token
+            ("Rule1Bot", "rule", False),  # the whole name: Google reads "Rule" here
+            ("Rule1Bot", "Rule1Bot", True),
+            ("FooBot2", "foobot", False),
+            ("MyBot", "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.org/bot)", True),
+            ("Mozilla", "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.org/bot)", False),
+            ("Jävla-Foobot", "jävla-fanbot", False),  # Google reads "J" for both
+            ("Львів-bot", "Mozilla/5.0 (compatible; ЛЬВІВ-bot/1.1)", True),
             ("*FooBot", "foobot", False),
             ("", "foobot", False),
         ],

@@ -1,0 +1,112 @@
+"""The robots.txt product token, seen from the server: the group a crawl obeys is the
+one naming the product in its User-Agent (or --robots-agent), embedded and distributed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli_checks import assert_one_line_error
+from tests.e2e.conftest import run_trawler
+from tests.e2e.scripted import Scripted, page, start_scripted
+
+MOZILLA_UA = "Mozilla/5.0 (compatible; MyBot/1.0; +https://example.org/bot)"
+OTHER_UA = "Mozilla/5.0 (compatible; OtherBot/1.0; +https://example.org/other)"
+ROBOTS = page("User-agent: MyBot\nDisallow: /\n", **{"Content-Type": "text/plain"})
+HOME = '<html><body><a href="/a">a</a> <a href="/b">b</a></body></html>'
+
+
+@pytest.fixture
+def mybot_site(tmp_path: Path) -> Iterator[Scripted]:
+    script = {"0": {"/robots.txt": ROBOTS, "/": page(HOME), "/a": page("a"), "/b": page("b")}}
+    server = start_scripted(tmp_path, script)
+    yield server
+    server.stop()
+
+
+def crawl(server: Scripted, data: Path, *args: str) -> None:
+    out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
+                      "--delay", "0", "-q", "--no-sitemaps", *args)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
+def test_compatible_product_in_mozilla_ua_obeys_its_group(
+    mybot_site: Scripted, tmp_path: Path
+) -> None:
+    crawl(mybot_site, tmp_path / "mine", "--user-agent", MOZILLA_UA)
+    assert mybot_site.paths() == ["/robots.txt"]
+    assert {e["ua"] for e in mybot_site.log()} == {MOZILLA_UA}  # the header is unchanged
+    # The same site crawled as another product is fetched: the check above can fail.
+    crawl(mybot_site, tmp_path / "other", "--user-agent", OTHER_UA)
+    assert {"/", "/a", "/b"} <= set(mybot_site.paths())
+
+
+def test_robots_agent_option_sets_the_token(mybot_site: Scripted, tmp_path: Path) -> None:
+    crawl(mybot_site, tmp_path / "data", "--user-agent", OTHER_UA, "--robots-agent", "mybot")
+    assert mybot_site.paths() == ["/robots.txt"]
+    # The token goes into the stored job and is used again on resume.
+    crawl(mybot_site, tmp_path / "data", "--user-agent", OTHER_UA)
+    assert mybot_site.paths() == ["/robots.txt"]
+
+
+def test_robots_command_shows_the_token(mybot_site: Scripted) -> None:
+    url = mybot_site.bases[0] + "/a"
+    out = run_trawler("robots", url, "--allow-private", "--agent", MOZILLA_UA, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["robots_token"] == "mybot" and report["allowed"] is False
+    assert report["group"] == "MyBot"
+    out = run_trawler("robots", url, "--allow-private", "--robots-agent", "OtherBot")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ALLOWED")
+    assert "robots token: otherbot (--robots-agent)" in out.stdout.splitlines()
+    text = run_trawler("robots", url, "--allow-private", "--agent", MOZILLA_UA).stdout
+    assert "robots token: mybot (from the User-Agent)" in text.splitlines()
+
+
+@pytest.mark.parametrize("token", ["My Bot", "MyBot/1.0", "bot2", "", "ツbot"])
+def test_bad_robots_agent_is_a_bad_option(token: str, tmp_path: Path) -> None:
+    seed = "http://127.0.0.1:9/"
+    for args in (
+        ("crawl", seed, "--data", str(tmp_path / "d"), "--robots-agent", token),
+        ("robots", seed, "--robots-agent", token),
+        ("submit", seed, "--redis", "redis://127.0.0.1:9/0", "--postgres",
+         "postgresql://127.0.0.1:9/x", "--robots-agent", token),
+    ):  # fmt: skip
+        line = assert_one_line_error(run_trawler(*args), 2)
+        assert "invalid --robots-agent" in line and "product token" in line, line
+
+
+def test_bad_robots_agent_from_environment(tmp_path: Path) -> None:
+    env = {"TRAWLER_ROBOTS_AGENT": "not a token", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-m", "trawler", "robots", "http://127.0.0.1:9/"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert "invalid --robots-agent" in assert_one_line_error(out, 2)
+
+
+def test_distributed_job_carries_the_token(
+    mybot_site: Scripted, tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    trawler = [sys.executable, "-m", "trawler"]
+    submitted = subprocess.run(
+        [*trawler, "submit", mybot_site.bases[0] + "/", "--redis", redis_url, "--postgres",
+         fresh_postgres_url, "--allow-private", "--no-sitemaps", "--delay", "0",
+         "--user-agent", OTHER_UA, "--robots-agent", "MyBot"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    worker = subprocess.run(
+        [*trawler, "worker", "--redis", redis_url, "--postgres", fresh_postgres_url,
+         "--warc-dir", str(tmp_path / "warc"), "--exit-when-idle", "-q"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert worker.returncode == 0, worker.stderr
+    assert mybot_site.paths() == ["/robots.txt"]
+    assert {e["ua"] for e in mybot_site.log()} == {OTHER_UA}
