@@ -111,20 +111,22 @@ def _pipelines() -> dict[str, Pipeline]:
     pipelines: dict[str, Pipeline] = {"shipped": shipped}
     try:
         from trawler.resolve import whatwg_href
-        from trawler.urls import _split_href  # noqa: F401 (present in the new tree)
-    except ImportError:
+        from trawler.urls import _whatwg_parts
+    except ImportError:  # the tree before this change
         return pipelines
-    pipelines["ada-only"] = _ada_only(normalise, whatwg_href)
+    pipelines["ada-only"] = _ada_only(normalise, whatwg_href, _whatwg_parts)
     return pipelines
 
 
-def _ada_only(normalise: object, whatwg_href: Callable[..., object]) -> Pipeline:
+def _ada_only(normalise: object, whatwg_href: Callable[..., object], parts: Callable) -> Pipeline:
     """Every href through ada (no concatenation), every URL through ada."""
-    from trawler import urls
 
     def parse_everything(url: str) -> object:
-        href = whatwg_href(url)
-        return href and normalise._finish(urls._split_href(href))  # type: ignore[attr-defined]
+        try:
+            parsed = parts(url)
+        except ValueError:  # a host that is no DNS name
+            return None
+        return parsed and normalise._finish(parsed)  # type: ignore[attr-defined]
 
     def pipeline(page: str) -> Callable[[str], object]:
         def one(href: str) -> object:

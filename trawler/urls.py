@@ -44,11 +44,9 @@ _DEFAULT_PORTS = MappingProxyType({"http": 80, "https": 443})
 # ASCII, no backslash, no userinfo, a host of LDH labels, a port of digits.
 # (No re.IGNORECASE: it would let "s" match "\u017f" and so fail the classes.)
 _PLAIN_URL = re.compile(
-    r"([Hh][Tt][Tt][Pp][Ss]?)://([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)(?::([0-9]{0,5}))?"
+    r"([Hh][Tt][Tt][Pp][Ss]?)://([A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*)(?::([0-9]{0,5}))?"
     r"(/[^?#\\\x00-\x20\x7f-\U0010ffff]*)?(?:\?([^#\\\x00-\x20\x7f-\U0010ffff]*))?(?:#[!-~]*)?"
 )
-# A last host label the WHATWG host parser reads as a number: the host is IPv4.
-_NUMBER_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
 _SCHEME_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
 
 # RFC 3986 §2.3 unreserved characters: their percent-encoded forms are decoded.
@@ -133,17 +131,29 @@ def _split_href(href: str) -> tuple[str, str, str, str, str]:
 
 def _plain_parts(url: str) -> tuple[str, str, str, str, str] | None:
     """(scheme, host, port, path, query) of a URL the WHATWG parser would take
-    as it is (lowercasing aside), or None: then the parser must see it."""
+    as it is (lowercasing aside), host checked; None: the parser must see it."""
     match = _PLAIN_URL.fullmatch(url)
     if match is None:
         return None
     scheme, host, port, path, query = match.groups()
     host = host.lower()
-    if "xn--" in host or _NUMBER_LABEL.fullmatch(host.rpartition(".")[2]):
-        return None  # punycode to validate; IPv4 in any of its forms (WHATWG §3.5)
+    # A last label starting with a digit may make the host IPv4 (WHATWG §3.5:
+    # "0x7f.1" is 127.0.0.1); punycode labels need validating: the parser decides.
+    if host[host.rfind(".") + 1].isdigit() or "xn--" in host or len(host) > 253:
+        return None
     if port and int(port) > 65535:
         return None
     return scheme.lower(), host, port or "", path or "", query or ""
+
+
+def _whatwg_parts(url: str) -> tuple[str, str, str, str, str] | None:
+    """(scheme, host, port, path, query) as the WHATWG parser reads ``url``,
+    host checked (``_check_host``); None if it is no http(s) URL."""
+    href = whatwg_href(url)
+    if href is None:
+        return None
+    scheme, host, port, path, query = _split_href(href)
+    return scheme, _check_host(host), port, path, query
 
 
 class Normaliser:
@@ -166,18 +176,12 @@ class Normaliser:
             return None
 
     def _normalise(self, url: str) -> str | None:
-        parts = _plain_parts(url)
-        if parts is None:  # anything unusual: the WHATWG parser decides
-            href = whatwg_href(url)
-            if href is None:
-                return None
-            parts = _split_href(href)
-        return self._finish(parts)
+        parts = _plain_parts(url) or _whatwg_parts(url)  # anything unusual: WHATWG decides
+        return None if parts is None else self._finish(parts)
 
     def _finish(self, parts: tuple[str, str, str, str, str]) -> str:
         """Trawler's normalisations on the parts of a URL the WHATWG parser accepts."""
-        scheme, host, port, path, query = parts
-        authority = _check_host(host)
+        scheme, authority, port, path, query = parts
         if port and int(port) != _DEFAULT_PORTS[scheme]:  # WHATWG: port 0 is a port
             authority = f"{authority}:{int(port)}"
         if _PATH_NEEDS_WORK.search(path):
