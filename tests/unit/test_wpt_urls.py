@@ -13,7 +13,10 @@ Selection (the cases a crawler meets), 445 cases:
 The 36 cases with an http(s) base whose result has another scheme (``ftp:``,
 ``mailto:``, ``foo:`` ...) are checked apart: such a link is dropped.
 The issue counted 425 cases and 348 passes with a selection it did not spell
-out; this one, measured on the code before this change, passed 346 of 445.
+out. On this selection the code before this change passed 359 of 445 on the
+link and seed paths (346 if the two documented exceptions below, same-document
+hrefs and hosts that are no DNS name, are counted as misses) and 114 of 166
+on the ``Location`` path.
 
 Expected value: ``None`` where the suite expects failure, else the suite's
 ``href`` with Trawler's documented normalisations applied to its components:
