@@ -43,6 +43,24 @@ def whatwg_href(url: str, base: str | None = None) -> str | None:
     return href if href.startswith(_HTTP_PREFIXES) else None
 
 
+def split_href(href: str) -> tuple[str, str, str, str, str]:
+    """(scheme, host, port, path, query) of a WHATWG-serialised http(s) URL.
+
+    The serialisation is unambiguous: "//" after the scheme, userinfo ends at
+    the last "@" of the authority, the path starts at the next "/", "?" and
+    "#" inside components are percent-encoded (WHATWG URL §4.5)."""
+    scheme, _, rest = href.partition("://")
+    slash = rest.find("/")
+    authority, rest = rest[:slash], rest[slash:]
+    path, _, query = rest.partition("#")[0].partition("?")
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        end = hostport.index("]") + 1
+        return scheme, hostport[:end], hostport[end + 1 :], path, query
+    host, _, port = hostport.partition(":")
+    return scheme, host, port, path, query
+
+
 class Resolver:
     """Resolves hrefs against one base URL as a browser does, fast.
 

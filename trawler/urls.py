@@ -36,7 +36,7 @@ from urllib.parse import quote
 import tldextract
 
 from trawler.config import DEFAULT_TRACKING_PARAMS
-from trawler.resolve import whatwg_href
+from trawler.resolve import split_href, whatwg_href
 
 _DEFAULT_PORTS = MappingProxyType({"http": 80, "https": 443})
 
@@ -111,24 +111,6 @@ def _check_host(host: str) -> str:
     return host
 
 
-def _split_href(href: str) -> tuple[str, str, str, str, str]:
-    """(scheme, host, port, path, query) of a WHATWG-serialised http(s) URL.
-
-    The serialisation is unambiguous: "//" after the scheme, userinfo ends at
-    the last "@" of the authority, the path starts at the next "/", "?" and
-    "#" inside components are percent-encoded (WHATWG URL §4.5)."""
-    scheme, _, rest = href.partition("://")
-    slash = rest.find("/")
-    authority, rest = rest[:slash], rest[slash:]
-    path, _, query = rest.partition("#")[0].partition("?")
-    hostport = authority.rpartition("@")[2]
-    if hostport.startswith("["):
-        end = hostport.index("]") + 1
-        return scheme, hostport[:end], hostport[end + 1 :], path, query
-    host, _, port = hostport.partition(":")
-    return scheme, host, port, path, query
-
-
 def _plain_parts(url: str) -> tuple[str, str, str, str, str] | None:
     """(scheme, host, port, path, query) of a URL the WHATWG parser would take
     as it is (lowercasing aside), host checked; None: the parser must see it."""
@@ -152,7 +134,7 @@ def _whatwg_parts(url: str) -> tuple[str, str, str, str, str] | None:
     href = whatwg_href(url)
     if href is None:
         return None
-    scheme, host, port, path, query = _split_href(href)
+    scheme, host, port, path, query = split_href(href)
     return scheme, _check_host(host), port, path, query
 
 
