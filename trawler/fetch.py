@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -27,6 +26,7 @@ from trawler.config import CrawlConfig
 from trawler.httpcodec import FetchError, decode_body, parse_content_type, parse_retry_after
 from trawler.netguard import GuardedResolver, PrivateAddressError, check_literal_host
 from trawler.records import FetchResult, Hop
+from trawler.resolve import resolve_reference
 from trawler.safetext import safe_text, safe_url
 
 log = logging.getLogger(__name__)
@@ -280,10 +280,10 @@ def _redirect_target(result: FetchResult, location: str, seen: set[str], max_red
     servers) are percent-encoded as browsers do: the target is stored and
     archived, so it must be text.
     """
-    target = safe_url(urljoin(result.final_url, location.strip()))
-    scheme = target.partition(":")[0].lower()
-    if scheme not in ("http", "https"):
-        raise FetchError("bad_redirect", f"redirect to non-HTTP URL {target!r}")
+    # WHATWG URL, as browsers follow redirects: "\\" is "/", "https:host/" names a host.
+    target = resolve_reference(result.final_url, safe_url(location))
+    if target is None:
+        raise FetchError("bad_redirect", f"redirect to {safe_url(location)!r}: no http(s) URL")
     if target in seen:
         raise FetchError("redirect_loop", f"redirect loop back to {target}")
     if len(result.redirects) > max_redirects:

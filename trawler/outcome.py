@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
 
 from trawler.config import CrawlConfig
 from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
+from trawler.resolve import resolve_reference
 from trawler.safetext import safe_url
 from trawler.simhash import hex64, simhash, text_hash
 
@@ -135,5 +135,5 @@ def canonical_from_link_header(headers: list[tuple[str, str]], base_url: str) ->
             rel = _REL_PARAM.search(match.group(2))
             if rel and "canonical" in (rel.group(1) or rel.group(2) or "").lower().split():
                 # Header bytes that are not UTF-8 arrive as surrogates: encode them.
-                return safe_url(urljoin(base_url, match.group(1).strip()))
+                return resolve_reference(base_url, safe_url(match.group(1)))
     return None

@@ -9,30 +9,26 @@ ImportError there). Measured on this machine (one core, CPython 3.11): a
 realistic 20 KB page with ~50 links takes ~300 µs in ``parse_html`` (about
 3,300 pages/s per core). Lexbor's own parse is only ~50 µs of that; resolving
 the links (~90 µs) and collapsing whitespace in the text (~70 µs) cost most.
+Links are resolved as browsers resolve them (resolve.py, WHATWG URL).
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from trawler.charset import decode_html
 from trawler.htmlbound import too_complex
 from trawler.records import Link, ParsedPage
+from trawler.resolve import Resolver
 
 # Elements whose content a browser does not render as page text.
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "noembed"]
 _BOILERPLATE_TAGS = ["nav", "header", "footer", "aside"]
-# WHATWG URL §4.4: strip leading/trailing C0 controls and spaces, drop tab/newline.
-_C0_AND_SPACE = "".join(map(chr, range(0x21)))
-_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _VALUED_DIRECTIVES = frozenset(
     {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
 )
-_NOT_A_HOST = ("", "/", "?", "#", "\\")  # what may not follow "//" in a fast join
-_HAS_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # as urlsplit decides
 _USER_AGENT_TOKEN = re.compile(r"[a-z0-9_.*-]+")
 
 
@@ -55,7 +51,7 @@ def parse_html(
     tree = LexborHTMLParser(utf8)
     page = ParsedPage(charset=charset)
     page.base_href = _base_href(tree, url)
-    resolver = _Resolver(page.base_href or url)
+    resolver = Resolver(page.base_href or url)
     page.links = _links(tree, resolver, max_links)
     page.canonical = _canonical(tree, resolver)
     _read_meta(tree, page, agent_token.lower())
@@ -73,86 +69,15 @@ def _collapse(text: str | None) -> str | None:
     return " ".join(text.split()) or None
 
 
-class _Resolver:
-    """Resolves hrefs against one base URL as a browser does, fast.
-
-    ``urljoin`` costs several µs per call, 50 links cost more than lexbor, so
-    the common shapes (absolute, scheme-relative, root-relative, plain
-    relative, query-only) are joined by string concatenation when that gives
-    exactly what ``urljoin`` would; anything with dot segments or a scheme
-    other than http(s) goes through ``urljoin``.
-    """
-
-    __slots__ = ("base_url", "scheme", "origin", "document", "directory")
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        try:
-            parts = urlsplit(base_url)
-        except ValueError:
-            parts = urlsplit("")
-        fast = parts.scheme in ("http", "https") and bool(parts.netloc)
-        self.scheme = parts.scheme if fast else ""  # "" disables the fast paths
-        self.origin = f"{parts.scheme}://{parts.netloc}"
-        self.document = self.origin + parts.path
-        path = parts.path or "/"
-        self.directory = self.origin + path[: path.rfind("/") + 1]
-
-    def resolve(self, href: str | None) -> str | None:
-        """The absolute http(s) URL ``href`` points to, or None."""
-        if not href:
-            return None
-        href = href.strip(_C0_AND_SPACE)
-        if "\t" in href or "\n" in href or "\r" in href:
-            href = href.translate(_TAB_NEWLINE)
-        if not href or href[0] == "#":  # empty or same-document reference
-            return None
-        joined = self._concatenate(href)
-        return joined if joined is not None else self._join(href)
-
-    def _concatenate(self, href: str) -> str | None:
-        """``href`` resolved by concatenation, or None where that could differ."""
-        if "[" in href or "]" in href or "/." in href or href[0] == ".":
-            return None  # IPv6 literals (or stray brackets) and dot segments: urljoin
-        prefix = href[:8].lower()
-        if prefix.startswith("http://") or prefix == "https://":
-            host_at = 7 if prefix[4] == ":" else 8
-            if href[host_at : host_at + 1] in _NOT_A_HOST:
-                return None
-            return href if href.startswith("http") else href[:5].lower() + href[5:]
-        if not self.scheme:
-            return None
-        if href.startswith("//"):
-            return f"{self.scheme}:{href}" if href[2:3] not in _NOT_A_HOST else None
-        if href[0] == "/":
-            return self.origin + href
-        if href[0] == "?":
-            return self.document + href
-        if _HAS_SCHEME.match(href):
-            return None
-        return self.directory + href
-
-    def _join(self, href: str) -> str | None:
-        try:
-            absolute = urljoin(self.base_url, href)
-            # urljoin returns href untouched when the base is no URL: check the result.
-            parts = urlsplit(absolute)
-        except ValueError:  # e.g. "http://[bad-ipv6/"
-            return None
-        if parts.scheme in ("http", "https") and parts.netloc:
-            return absolute
-        return None  # mailto:, javascript:, tel:, data:, ftp:, no host, ...
-
-
 def _base_href(tree: LexborHTMLParser, url: str) -> str | None:
     # HTML §4.2.3: the first <base> with an href sets the document base URL.
     base = tree.css_first("base[href]")
     if base is None:
         return None
-    return _Resolver(url).resolve(base.attributes.get("href"))
+    return Resolver(url).resolve(base.attributes.get("href"))
 
 
-def _links(tree: LexborHTMLParser, resolver: _Resolver, max_links: int) -> list[Link]:
+def _links(tree: LexborHTMLParser, resolver: Resolver, max_links: int) -> list[Link]:
     links: list[Link] = []
     if max_links <= 0:
         return links
@@ -168,7 +93,7 @@ def _links(tree: LexborHTMLParser, resolver: _Resolver, max_links: int) -> list[
     return links
 
 
-def _canonical(tree: LexborHTMLParser, resolver: _Resolver) -> str | None:
+def _canonical(tree: LexborHTMLParser, resolver: Resolver) -> str | None:
     for node in tree.css("link[rel][href]"):
         attributes = node.attributes
         if "canonical" in (attributes.get("rel") or "").lower().split():

@@ -1,48 +1,61 @@
 """URL normalisation, crawl scope and trap rules — pure functions, no I/O.
 
-``normalise`` runs for every link on every page, so it has fast paths for the
-common case (ASCII host, nothing to percent-encode, no dot segments).
-Measured with CPython 3.11.7 on a busy 2-core box, best of 5 runs over 8
-typical crawled URLs: about 3.2 µs per URL (3-5 µs under load), well inside
-the 10 µs budget; ``host_key`` about 1 µs. ``test_normalise_is_fast`` keeps it
-under 20 µs.
+A URL is first parsed as browsers parse it (WHATWG URL Standard; resolve.py),
+then normalised with the crawler's rules:
 
-Rules follow RFC 3986 §6 (syntax- and scheme-based normalisation), plus the
-crawler's own choices: fragment and userinfo dropped, query parameters sorted,
-tracking parameters stripped.
+- scheme and host lowercase, IDN hosts in punycode, IPv4 hosts as dotted
+  quads, IPv6 compressed, default port removed (all WHATWG); one trailing dot
+  of the host removed; a host that is no DNS name (RFC 1035 lengths; letters,
+  digits, ``-``, ``_``) or IP address is rejected;
+- userinfo and fragment dropped; empty path is ``/``; dot segments resolved;
+- path and query percent-encoding normalised (RFC 3986 §6.2.2.2: unreserved
+  decoded, hex uppercase, characters RFC 3986 does not allow there encoded;
+  ``'`` in a query as ``%27``, as WHATWG does);
+- query: empty and tracking parameters removed, parameters sorted by key
+  (stable, so repeated keys keep their order); ``a`` and ``a=`` stay distinct,
+  so do ``+`` and ``%20`` (tests/unit/test_canon_pairs.py says why).
+
+``normalise`` runs for every link on every page, so a URL the WHATWG parser
+would only lowercase (printable ASCII, a plain host, no backslash, no
+userinfo) skips the parser. Measured with CPython 3.11.7 on a busy 2-core
+box: about 3-4 µs per URL, well inside the 10 µs budget; ``host_key`` about
+1 µs. ``test_normalise_is_fast`` keeps it under 20 µs.
 """
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from types import MappingProxyType
 from typing import Literal
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-import idna
 import tldextract
 
 from trawler.config import DEFAULT_TRACKING_PARAMS
+from trawler.resolve import split_href, whatwg_href
 
 _DEFAULT_PORTS = MappingProxyType({"http": 80, "https": 443})
 
-# RFC 3986 Appendix B: the reference regex splitting any URI into its parts.
-_URI = re.compile(r"([^:/?#]+):(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?")
+# A URL with nothing for the WHATWG parser to change but case: printable
+# ASCII, no backslash, no userinfo, a host of LDH labels, a port of digits.
+# (No re.IGNORECASE: it would let "s" match "\u017f" and so fail the classes.)
+_PLAIN_URL = re.compile(
+    r"([Hh][Tt][Tt][Pp][Ss]?)://([A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*)(?::([0-9]{0,5}))?"
+    r"(/[^?#\\\x00-\x20\x7f-\U0010ffff]*)?(?:\?([^#\\\x00-\x20\x7f-\U0010ffff]*))?(?:#[!-~]*)?"
+)
 _SCHEME_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
-# WHATWG URL: ASCII tab and newline are removed anywhere in the input.
-_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 
 # RFC 3986 §2.3 unreserved characters: their percent-encoded forms are decoded.
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # RFC 3986 §3.3 (path: pchar and "/") and §3.4 (query: pchar, "/" and "?").
-# Anything else (space, controls, non-ASCII, "<>\"{}|\\^`[]") gets encoded.
+# Anything else (space, controls, non-ASCII, "<>\"{}|\\^`[]") gets encoded,
+# and "'" in a query too, as the WHATWG special-query percent-encode set does.
 _PATH_CHARS = r"A-Za-z0-9\-._~!$&'()*+,;=:@/"
-_QUERY_CHARS = _PATH_CHARS + "?"
+_QUERY_CHARS = r"A-Za-z0-9\-._~!$&()*+,;=:@/?"
 _PATH_NEEDS_WORK = re.compile(f"[^{_PATH_CHARS}]")
 _QUERY_NEEDS_WORK = re.compile(f"[^{_QUERY_CHARS}]")
 _PATH_PCT = re.compile(f"%([0-9A-Fa-f]{{2}})|%|[^{_PATH_CHARS}%]+")
@@ -85,52 +98,44 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(kept)
 
 
-def _normalise_host(host: str) -> str:
-    """Lowercase, IDNA to punycode, trailing dot removed (RFC 3986 §6.2.2.1, §3.2.2)."""
-    if host.startswith("["):  # RFC 3986 §3.2.2: IP-literal
-        if not host.endswith("]") or "%" in host:
-            raise _InvalidURL("bad IP literal")
-        return "[" + ipaddress.IPv6Address(host[1:-1]).compressed + "]"
-    if "%" in host:  # reg-name may be percent-encoded (RFC 3986 §3.2.2)
-        host = unquote(host, errors="strict")
-    if not host.isascii():
-        host = _to_punycode(host)
-    host = host.lower().removesuffix(".")  # "example.com." names the same host
+def _check_host(host: str) -> str:
+    """A WHATWG host (lowercase, punycode, IPv4 dotted, IPv6 compressed) as a
+    crawler keeps it: one trailing dot removed ("example.com." names the same
+    host), and only DNS names (RFC 1035 lengths, letters, digits, "-", "_")
+    or IP addresses kept: a host no resolver can look up is no link."""
+    if host.startswith("["):
+        return host
+    host = host.removesuffix(".")
     if len(host) > 253 or _HOST_NAME.fullmatch(host) is None:
         raise _InvalidURL("bad host")
     return host
 
 
-def _to_punycode(host: str) -> str:
-    """IDNA 2008 with UTS #46 mapping, as browsers do; IDNA 2003 as a fallback."""
-    try:
-        return idna.encode(host, uts46=True).decode("ascii")
-    except (idna.IDNAError, UnicodeError):
-        # e.g. emoji or symbol labels that IDNA 2008 forbids but IDNA 2003 allows
-        return host.encode("idna").decode("ascii")
+def _plain_parts(url: str) -> tuple[str, str, str, str, str] | None:
+    """(scheme, host, port, path, query) of a URL the WHATWG parser would take
+    as it is (lowercasing aside), host checked; None: the parser must see it."""
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, path, query = match.groups()
+    host = host.lower()
+    # A last label starting with a digit may make the host IPv4 (WHATWG §3.5:
+    # "0x7f.1" is 127.0.0.1); punycode labels need validating: the parser decides.
+    if host[host.rfind(".") + 1].isdigit() or "xn--" in host or len(host) > 253:
+        return None
+    if port and int(port) > 65535:
+        return None
+    return scheme.lower(), host, port or "", path or "", query or ""
 
 
-def _normalise_authority(scheme: str, authority: str) -> str:
-    """Drop userinfo (RFC 3986 §3.2.1) and the scheme's default port (§6.2.3)."""
-    hostport = authority.rpartition("@")[2]
-    if hostport.startswith("["):
-        end = hostport.find("]") + 1
-        host, port = hostport[:end], hostport[end:]
-        if end == 0 or (port and not port.startswith(":")):
-            raise _InvalidURL("bad IP literal")
-        port = port[1:]
-    else:
-        host, _, port = hostport.partition(":")
-    if not host:
-        raise _InvalidURL("empty host")
-    host = _normalise_host(host)
-    if not port:  # RFC 3986 §6.2.3: "http://h:/" is "http://h/"
-        return host
-    if not (port.isascii() and port.isdigit()) or not 0 < int(port) <= 65535:
-        raise _InvalidURL("bad port")
-    if int(port) == _DEFAULT_PORTS[scheme]:  # ":0080" too
-        return host
-    return f"{host}:{int(port)}"
+def _whatwg_parts(url: str) -> tuple[str, str, str, str, str] | None:
+    """(scheme, host, port, path, query) as the WHATWG parser reads ``url``,
+    host checked (``_check_host``); None if it is no http(s) URL."""
+    href = whatwg_href(url)
+    if href is None:
+        return None
+    scheme, host, port, path, query = split_href(href)
+    return scheme, _check_host(host), port, path, query
 
 
 class Normaliser:
@@ -149,21 +154,18 @@ class Normaliser:
         """The normalised URL, or None if ``url`` is not a valid http(s) URL."""
         try:
             return self._normalise(url)
-        except ValueError:  # includes UnicodeError, idna.IDNAError, _InvalidURL
+        except ValueError:  # includes UnicodeError and _InvalidURL
             return None
 
     def _normalise(self, url: str) -> str | None:
-        url = url.strip()
-        if "\t" in url or "\n" in url or "\r" in url:
-            url = url.translate(_TAB_NEWLINE)
-        match = _URI.match(url)
-        if match is None:
-            return None
-        scheme, authority, path, query = match.groups()
-        scheme = scheme.lower()  # RFC 3986 §6.2.2.1
-        if scheme not in _DEFAULT_PORTS or authority is None:
-            return None
-        authority = _normalise_authority(scheme, authority)
+        parts = _plain_parts(url) or _whatwg_parts(url)  # anything unusual: WHATWG decides
+        return None if parts is None else self._finish(parts)
+
+    def _finish(self, parts: tuple[str, str, str, str, str]) -> str:
+        """Trawler's normalisations on the parts of a URL the WHATWG parser accepts."""
+        scheme, authority, port, path, query = parts
+        if port and int(port) != _DEFAULT_PORTS[scheme]:  # WHATWG: port 0 is a port
+            authority = f"{authority}:{int(port)}"
         if _PATH_NEEDS_WORK.search(path):
             path = _PATH_PCT.sub(_fix_pct, path)
         path = _remove_dot_segments(path) if path else "/"  # RFC 3986 §6.2.3

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import quote
 
 import brotli
 import pytest
@@ -328,6 +329,22 @@ async def test_redirect_loop(server: TestServer) -> None:
 async def test_redirect_to_non_http(server: TestServer, location: str) -> None:
     async with fetcher() as f:
         r = await f.fetch(url(server, f"/to?location={location}"))
+    assert r.error == "bad_redirect"
+
+
+@pytest.mark.parametrize("location", ["\\chain\\0", "..\\chain\\0", "/x/..\\chain/0"])
+async def test_redirect_resolved_as_browsers_do(server: TestServer, location: str) -> None:
+    # WHATWG URL: "\\" is "/" in an http(s) URL (IIS and Windows-made sites send these).
+    async with fetcher() as f:
+        r = await f.fetch(url(server, f"/to?location={quote(location)}"))
+    assert r.ok and r.body == HTML
+    assert r.final_url == url(server, "/chain/0")
+
+
+@pytest.mark.parametrize("location", ["http://?", "http://[::1", "https://256.0.0.1/", "https:"])
+async def test_redirect_to_no_url(server: TestServer, location: str) -> None:
+    async with fetcher() as f:
+        r = await f.fetch(url(server, f"/to?location={quote(location)}"))
     assert r.error == "bad_redirect"
 
 

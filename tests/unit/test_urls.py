@@ -109,6 +109,21 @@ NORMALISED = [
     # whitespace around stripped; tab and newline removed anywhere (WHATWG)
     ("  http://example.com/ \n", "http://example.com/"),
     ("http://exam\nple.com/a\t/b\r\n", "http://example.com/a/b"),
+    # WHATWG URL, as browsers parse: "\\" is "/", slashes after the scheme are optional
+    ("http:\\\\example.com\\a\\b", "http://example.com/a/b"),
+    ("http:/example.com/", "http://example.com/"),
+    ("https:example.com/", "https://example.com/"),
+    ("http:///path", "http://path/"),
+    # IPv4 in every form a browser accepts, as a dotted quad (WHATWG §3.5)
+    ("http://0x7f.1/", "http://127.0.0.1/"),
+    ("http://192.168.257/", "http://192.168.1.1/"),
+    ("http://2130706433/", "http://127.0.0.1/"),
+    ("http://0300.0250.0.1/", "http://192.168.0.1/"),
+    ("http://1.2.3.4./", "http://1.2.3.4/"),
+    # port 0 is a port; userinfo may hold "]"; "'" in a query is encoded
+    ("http://example.com:0/", "http://example.com:0/"),
+    ("http://&a:foo(b]c@d:2/", "http://d:2/"),
+    ("http://host/?q='a'", "http://host/?q=%27a%27"),
     # a realistic mix
     (
         "HTTP://User:pw@Example.COM:80/a/./b/../c/%7euser/?b=2&a=1&utm_source=x&a=#top",
@@ -142,12 +157,9 @@ REJECTED = [
     "example.com",
     "http:",
     "http://",
-    "http:///path",
-    "http:/example.com",
     "http://:80/",
     "http://user@/",
     "http://example.com:99999/",
-    "http://example.com:0/",
     "http://example.com:-1/",
     "http://example.com:80a/",
     "http://example.com:８０/",  # fullwidth digits are not a port
@@ -167,6 +179,15 @@ REJECTED = [
     "http://xn--a\u200b\u0000.com/",
     "http://exa\ud800mple.com/",  # lone surrogate
     "http://a/\ud800",
+    # WHATWG URL: no host, or a host that is no valid IPv4 address
+    "http://?",
+    "http://#x",
+    "https://",
+    "http://256.256.256.256/",
+    "http://1.2.3.08/",
+    "http://0x100000000/",
+    "http://foo.09/",
+    "http://\u3000example.com/",  # U+3000 maps to a space: forbidden in a host
 ]
 
 
