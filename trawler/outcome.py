@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
 from trawler.config import CrawlConfig
+from trawler.minhash import sketch
 from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
 from trawler.safetext import safe_url
@@ -115,6 +116,7 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
     if parsed.main_text:  # content fingerprints, for duplicate detection (simhash.py)
         page.text_hash = text_hash(parsed.main_text)
         page.simhash = hex64(simhash(parsed.main_text, SHINGLE_WORDS))
+        page.minhash = sketch(parsed.main_text)  # confirms a SimHash match (dedup.py)
     page.links_count = len(parsed.links)
     # The header is the site's HTTP-level statement; the <link> element wins if both exist.
     header_canonical = canonical_from_link_header(result.headers, result.final_url)
