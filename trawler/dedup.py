@@ -7,12 +7,22 @@ one collision among 10^8 URLs is about 3 in 10,000).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from hashlib import blake2b
 
-from trawler.minhash import NEAR_DUPLICATE_JACCARD, SKETCH_BYTES, similarity
+from trawler.minhash import NEAR_DUPLICATE_JACCARD, SKETCH_MAX_BYTES, is_sketch, similarity
 from trawler.records import PageRecord
 from trawler.simhash import SimHashIndex
+
+# SimHash distance up to which a stored page is a near-duplicate candidate, to be
+# confirmed by its sketch. The index finds every one within 2k+1 bits (7 at the
+# default k = 3: SimHashIndex.candidates) and farther ones often. One-word edits of
+# real pages moved the SimHash (3-shingles) 4-9 bits in 12 of 242 git-doc pages and
+# 9 of 530 Python docs pages (bench/bench_neardup.py); within 3 bits, 93% of the
+# edits were found, within 10 bits all those whose sketch agrees. Two unrelated
+# pages that share a block but one bit are this close once in ~30,000.
+CANDIDATE_BITS = 10
 
 
 def url_fingerprint(url: str) -> int:
@@ -30,20 +40,23 @@ class ContentDedup:
 
     The first page with some content is the original; a later one gets
     ``duplicate_of`` = its URL when its main text is the same (``text_hash``),
-    or when a SimHash within ``max_bits`` finds a candidate and the two texts'
-    MinHash sketches estimate a Jaccard similarity of their word 3-shingles of
-    at least ``NEAR_DUPLICATE_JACCARD`` (minhash.py says why the SimHash alone
-    is not trusted). A flagged page keeps its text: a wrong flag loses nothing.
+    or when the SimHash index (k = ``max_bits``) finds a candidate within
+    ``CANDIDATE_BITS`` and the two texts' MinHash sketches estimate a Jaccard
+    similarity of their word 3-shingles of at least ``NEAR_DUPLICATE_JACCARD``
+    (minhash.py says why the SimHash alone is not trusted). A stored page
+    without a sketch is never a near-duplicate's original. A flagged page keeps
+    its text: a wrong flag loses nothing.
     Pages already marked (a canonical URL elsewhere) are left as they are.
 
     Memory: per original, the SimHash index (~76 B and the URL) and the sketch
-    (128 B, in one bytearray). Not thread-safe; the store's writer thread owns it.
+    (257 B: one slot in a flat array). Not thread-safe; the store's writer thread owns it.
     """
 
     def __init__(self, max_bits: int = 3) -> None:
         self._exact: dict[str, str] = {}  # text_hash -> URL of the first page with it
         self._near = SimHashIndex(k=max_bits)
-        self._sketches = bytearray()  # the sketch of index position i at [128 i, 128 (i+1))
+        self._candidate_bits = max(2 * max_bits + 1, CANDIDATE_BITS)
+        self._sketches = SketchSlots()  # the sketch of index position i in slot i
 
     def load(self, rows: Iterable[tuple[str, str | None, str | None, bytes | None]]) -> None:
         """Rebuild from stored originals: (url, text_hash, simhash hex, sketch) rows.
@@ -54,7 +67,7 @@ class ContentDedup:
         for url, exact, near, sketch in rows:
             if exact is not None:
                 self._exact.setdefault(exact, url)
-            if near is not None and sketch is not None and len(sketch) == SKETCH_BYTES:
+            if near is not None and sketch is not None and is_sketch(sketch):
                 self._add_near(int(near, 16), url, bytes(sketch))
 
     def check(self, page: PageRecord) -> None:
@@ -73,12 +86,27 @@ class ContentDedup:
 
     def _confirmed(self, fingerprint: int, sketch: bytes) -> str | None:
         """The closest SimHash candidate whose sketch agrees, if any."""
-        for position in self._near.candidates(fingerprint):
-            stored = bytes(self._sketches[SKETCH_BYTES * position : SKETCH_BYTES * (position + 1)])
-            if similarity(stored, sketch) >= NEAR_DUPLICATE_JACCARD:
+        for position in self._near.candidates(fingerprint, self._candidate_bits):
+            if similarity(self._sketches[position], sketch) >= NEAR_DUPLICATE_JACCARD:
                 return self._near.key(position)
         return None
 
     def _add_near(self, fingerprint: int, url: str, sketch: bytes) -> None:
         self._near.add(fingerprint, url)
-        self._sketches += sketch
+        self._sketches.append(sketch)
+
+
+class SketchSlots:
+    """Sketches in one flat array, a fixed slot each: 257 B a sketch, no object each."""
+
+    def __init__(self) -> None:
+        self._bytes = bytearray()
+        self._lengths = array("B")
+
+    def append(self, sketch: bytes) -> None:
+        self._bytes += sketch.ljust(SKETCH_MAX_BYTES, b"\0")
+        self._lengths.append(len(sketch) // 4)
+
+    def __getitem__(self, slot: int) -> bytes:
+        start = SKETCH_MAX_BYTES * slot
+        return bytes(self._bytes[start : start + 4 * self._lengths[slot]])

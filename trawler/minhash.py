@@ -9,43 +9,43 @@ flags a candidate only when the Jaccard similarity of the two texts' sets of
 word 3-shingles, estimated from these sketches, is at least
 ``NEAR_DUPLICATE_JACCARD``.
 
-The sketch is one permutation hashing (Li, Owen and Zhang, "One Permutation
-Hashing", NIPS 2012): each distinct shingle is hashed once to 64 bits, the top
-6 bits choose one of 64 bins, and a bin keeps its smallest hash. A bin that is
-not empty in both texts holds the same shingle in both with probability J, so
-the share of equal bins among them estimates J; the standard error is
-sqrt(J(1-J)/64): 0.017 at J = 0.98 (one word changed in 300), 0.045 at 0.85.
-Texts of fewer than ~64 shingles mostly get one shingle a bin, and the
-estimate is then close to the exact J.
+The sketch is a bottom-k MinHash (Broder, "On the resemblance and containment
+of documents", 1997; Cohen and Kaplan, "Summarizing data using bottom-k
+sketches", PODC 2007): each distinct shingle is hashed once, and the sketch
+keeps the 64 smallest hashes. The 64 smallest hashes of the union of two
+texts are among those of their two sketches, and each of them is in both
+texts with probability J, so the share found in both sketches estimates J;
+the standard error is about sqrt(J(1-J)/64): 0.017 at J = 0.98 (one word
+changed in 300), 0.045 at 0.85. A text of fewer than 64 distinct shingles
+keeps all of them, and the estimate is its exact J.
 
-A bin stores 16 bits of its minimum's hash (b-bit minwise hashing, Li and
-König, WWW 2010), taken from the 32-bit half that did not order the bin. Two
-different minima agree by chance once in 65,535 bins: < 0.001 added to an
-estimate. 0 marks an empty bin. A sketch is 128 bytes, little-endian.
+A hash is the top 32 bits of simhash.py's 64-bit shingle hash (its lane
+arithmetic). Among the 64 smallest of a 20,000-word text, two distinct
+shingles share those 32 bits about once in 7,000 texts; the sketch then
+keeps 63, which moves an estimate by about 1/64. The sketch is the kept
+hashes in increasing order, 4 bytes each, little-endian: at most 256 bytes.
 
-Written by hand rather than with ``datasketch``: it reuses the shingle hashes
-simhash.py already computes as big-integer lanes, and costs ~0.15 ms for a
-10 KB text; ``datasketch.MinHash`` with 64 permutations (numpy,
-``update_batch`` of SHA-1 hashed shingles) took ~2 ms for the same text and
-would add numpy and scipy to the dependencies (bench/bench_neardup.py).
+Chosen after measuring (bench/bench_neardup.py, git-doc pages, ~2,000 words):
+one permutation hashing (64 bins, Li, Owen and Zhang, NIPS 2012) would fit
+in 128 bytes, but finding each bin's minimum needs a sort, ~0.4 ms a page
+here against ~0.13 ms for ``heapq.nsmallest``; ``datasketch.MinHash`` with
+64 permutations (SHA-1 per shingle, numpy) took several times longer again
+and would add numpy and scipy to the dependencies.
 """
 
 from __future__ import annotations
 
+import heapq
 import struct
 from array import array
-from bisect import bisect_left
 
-from trawler.simhash import shingle_hashes, words
+from trawler.simhash import distinct_shingle_hashes, words
 
-SKETCH_BINS = 64
-SKETCH_BYTES = 2 * SKETCH_BINS
+SKETCH_SIZE = 64  # hashes kept
+SKETCH_MAX_BYTES = 4 * SKETCH_SIZE
 SHINGLE_WORDS = 3
 # Flag a near-duplicate at an estimated Jaccard similarity of at least this.
 NEAR_DUPLICATE_JACCARD = 0.9
-
-_BIN_SHIFT = 64 - (SKETCH_BINS.bit_length() - 1)  # top 6 bits choose the bin
-_FORMAT = f"<{SKETCH_BINS}H"
 
 
 def sketch(text: str) -> bytes | None:
@@ -53,35 +53,32 @@ def sketch(text: str) -> bytes | None:
 
     A text shorter than three words is one shingle of all its words.
     """
-    tokens = words(text)
-    if not tokens:
+    return sketch_of_hashes(distinct_shingle_hashes(words(text), SHINGLE_WORDS))
+
+
+def sketch_of_hashes(hashes: array) -> bytes | None:
+    """The sketch of distinct shingle hashes (``simhash.distinct_shingle_hashes``)."""
+    if not hashes:
         return None
-    width = min(SHINGLE_WORDS, len(tokens))
-    count = len(tokens) - width + 1
-    hashes = array("Q")
-    hashes.frombytes(shingle_hashes(tokens, width, count).to_bytes(8 * count, "little"))
-    ordered = sorted(hashes)  # C-level; duplicates do not change any bin's minimum
-    bins = [0] * SKETCH_BINS
-    for bin_number in range(SKETCH_BINS):
-        i = bisect_left(ordered, bin_number << _BIN_SHIFT)
-        if i < count and ordered[i] >> _BIN_SHIFT == bin_number:
-            bins[bin_number] = (ordered[i] & 0xFFFF) or 1  # 0 is kept for "empty"
-    return struct.pack(_FORMAT, *bins)
+    kept = sorted({value >> 32 for value in heapq.nsmallest(SKETCH_SIZE, hashes)})
+    return struct.pack(f"<{len(kept)}I", *kept)
 
 
 def similarity(a: bytes, b: bytes) -> float:
     """Estimated Jaccard similarity of the texts of two sketches (0.0 to 1.0).
 
-    ValueError if either is not a sketch (``SKETCH_BYTES`` long).
+    ValueError if either is not a sketch.
     """
-    if len(a) != SKETCH_BYTES or len(b) != SKETCH_BYTES:
-        raise ValueError(f"a sketch is {SKETCH_BYTES} bytes, not {len(a)} and {len(b)}")
-    matches = empty = 0
-    for x, y in zip(struct.unpack(_FORMAT, a), struct.unpack(_FORMAT, b), strict=True):
-        if x == y:
-            if x:
-                matches += 1
-            else:
-                empty += 1
-    used = SKETCH_BINS - empty
-    return matches / used if used else 0.0
+    x, y = set(_hashes(a)), set(_hashes(b))
+    union = sorted(x | y)[:SKETCH_SIZE]  # the smallest hashes of the union of the texts
+    return sum(value in x and value in y for value in union) / len(union)
+
+
+def is_sketch(data: bytes) -> bool:
+    return 0 < len(data) <= SKETCH_MAX_BYTES and len(data) % 4 == 0
+
+
+def _hashes(data: bytes) -> tuple[int, ...]:
+    if not is_sketch(data):
+        raise ValueError(f"a sketch is 4 to {SKETCH_MAX_BYTES} bytes, a multiple of 4: {len(data)}")
+    return struct.unpack(f"<{len(data) // 4}I", data)

@@ -7,6 +7,7 @@ import random
 import sqlite3
 from pathlib import Path
 
+from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import Served, export_rows, run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.indexpages import index_html
@@ -149,3 +150,10 @@ def test_distributed_worker_confirms_near_duplicates_too(
     flags = {r["url"].removeprefix(base): r["duplicate_of"] for r in rows}
     assert flags == {"/": None, "/orig": None, "/edit": base + "/orig",
                      **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
+
+
+def test_near_duplicate_bits_beyond_the_index_is_a_bad_option(tmp_path: Path) -> None:
+    """16 passed validation, then the SimHash index refused it with a traceback."""
+    out = run_trawler("crawl", "http://127.0.0.1:9/", "--data", str(tmp_path / "d"),
+                      "--near-duplicate-bits", "16")  # fmt: skip
+    assert "--near-duplicate-bits" in assert_one_line_error(out, 2)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from trawler.minhash import SKETCH_BYTES, similarity, sketch
+from trawler.minhash import SKETCH_MAX_BYTES, similarity, sketch
 from trawler.simhash import words
 
 
@@ -23,19 +23,23 @@ def _jaccard(a: str, b: str) -> float:
 def test_sketch_is_stable_and_ignores_case_punctuation_and_repeats() -> None:
     text = "The quick brown fox jumps over the lazy dog"
     one = sketch(text)
-    assert one is not None and len(one) == SKETCH_BYTES
+    assert one is not None and len(one) == 4 * 7  # all of its 7 shingles
+    long = sketch(" ".join(f"w{i}" for i in range(500)))
+    assert long is not None and len(long) == SKETCH_MAX_BYTES
     assert one == sketch("the QUICK brown fox, jumps over the lazy dog!")
     assert sketch("x y z x y z x y z") == sketch("x y z x y z x y z x y z")  # same shingle set
     # Stored sketches must not change between versions, processes or platforms.
-    assert one.hex()[:40] == "0000000093cc00000000042db6231a3b00000000"
+    assert one.hex()[:40] == "e7ea630a1450a11456cabe1a6eaa081e0dc68928"
     assert similarity(one, one) == 1.0
 
 
 def test_texts_without_words_have_no_sketch_and_bad_sketches_are_refused() -> None:
     assert sketch("") is None and sketch(" ... !!") is None
     assert sketch("two words") is not None  # one shingle of both words
-    with pytest.raises(ValueError, match="128 bytes"):
-        similarity(b"\x00" * 10, b"\x00" * SKETCH_BYTES)
+    with pytest.raises(ValueError, match="a multiple of 4"):
+        similarity(b"\x00" * 10, b"\x00" * SKETCH_MAX_BYTES)
+    with pytest.raises(ValueError):
+        similarity(b"", b"\x00" * 4)
 
 
 def test_estimate_follows_the_true_jaccard_similarity() -> None:

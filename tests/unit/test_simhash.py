@@ -215,3 +215,22 @@ def test_index_prefers_the_closest_then_the_first_added() -> None:
 def test_index_rejects_unsupported_k() -> None:
     with pytest.raises(ValueError):
         SimHashIndex(-1)
+
+
+def test_candidates_within_2k_plus_1_bits_are_all_found_and_farther_ones_often() -> None:
+    index = SimHashIndex(K)
+    stored = 0x0123_4567_89AB_CDEF
+    index.add(stored, "a")
+    near = _flip(stored, [1, 2, 17])
+    seven = _flip(stored, [1, 2, 17, 18, 33, 34, 49])  # one block with one bit off
+    ten_one_block_clean = _flip(stored, [20, 21, 22, 36, 37, 38, 52, 53, 54, 55])
+    eight_all_blocks_twice = _flip(stored, [1, 2, 17, 18, 33, 34, 49, 50])
+    assert index.candidates(near, 3) == [0] and index.key(0) == "a"
+    assert index.candidates(seven, 3) == []  # farther than asked
+    assert index.candidates(seven, 10) == [0]
+    assert index.candidates(ten_one_block_clean, 10) == [0]
+    assert index.candidates(eight_all_blocks_twice, 10) == []  # no block within one bit
+    for _ in range(200):  # every fingerprint within 2k+1 = 7 bits
+        rng = random.Random(_)
+        query = _flip(stored, rng.sample(range(64), rng.randint(0, 7)))
+        assert index.candidates(query, 7) == [0]
