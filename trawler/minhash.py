@@ -25,12 +25,14 @@ shingles share those 32 bits about once in 7,000 texts; the sketch then
 keeps 63, which moves an estimate by about 1/64. The sketch is the kept
 hashes in increasing order, 4 bytes each, little-endian: at most 256 bytes.
 
-Chosen after measuring (bench/bench_neardup.py, git-doc pages, ~2,000 words):
-one permutation hashing (64 bins, Li, Owen and Zhang, NIPS 2012) would fit
-in 128 bytes, but finding each bin's minimum needs a sort, ~0.4 ms a page
-here against ~0.13 ms for ``heapq.nsmallest``; ``datasketch.MinHash`` with
-64 permutations (SHA-1 per shingle, numpy) took several times longer again
-and would add numpy and scipy to the dependencies.
+Chosen after measuring (bench/bench_neardup.py, bench/RESULTS.md): one
+permutation hashing (64 bins, Li, Owen and Zhang, NIPS 2012) would fit in
+128 bytes, but finding each bin's minimum needs a sort of all the hashes,
+~0.4 ms for a 2,000-word page against ~0.13 ms for ``heapq.nsmallest``.
+``datasketch.MinHash`` with 64 permutations (SHA-1 per shingle, numpy) took
+2.3 ms per git-doc page on its own, against 1.2 ms for all of outcome.py's
+fingerprints (text hash, SimHash and this sketch), and would add numpy and
+scipy to the dependencies.
 """
 
 from __future__ import annotations
