@@ -16,7 +16,8 @@ Pure, no I/O.
   confirms it with a MinHash sketch (minhash.py).
 - ``SimHashIndex`` finds a stored fingerprint within Hamming distance k in
   sub-linear time: the permuted-blocks tables of Manku, Jain and Das Sarma
-  ("Detecting near-duplicates for web crawling", WWW 2007).
+  ("Detecting near-duplicates for web crawling", WWW 2007); ``candidates``
+  also probes the blocks one bit away, and finds every one within 2k+1.
 
 What to expect from k=3 (the paper's choice for 64 bits; it reports
 precision and recall of about 0.75 there). The distance is binomial, so a
