@@ -80,7 +80,7 @@ def crawl(
     sitemap_depth: Annotated[int | None, typer.Option(help="Depth at which sitemap URLs enter the frontier [1].")] = None,
     parse_processes: Annotated[int | None, typer.Option(help="Processes parsing pages beside the crawl loop; 0 = in the loop [one per spare core].")] = None,
     parse_time_limit: Annotated[float | None, typer.Option(help="CPU seconds one page may take in a parser process [10].")] = None,
-    near_duplicate_bits: Annotated[int | None, typer.Option(help="SimHash distance that makes a near-duplicate [3].")] = None,
+    near_duplicate_bits: Annotated[int | None, typer.Option(help="SimHash index radius N: pages within 2N+1 bits are near-duplicate candidates, confirmed by MinHash [3].")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,
     max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,

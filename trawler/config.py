@@ -66,7 +66,8 @@ class CrawlConfig(BaseModel):
     max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_redirects: int = Field(default=5, ge=0, le=20)
     max_links_per_page: int = Field(default=5000, ge=1)
-    near_duplicate_bits: int = Field(default=3, ge=0, le=16)  # SimHash Hamming distance
+    # SimHashIndex k: candidates within 2k+1 bits, confirmed by MinHash (dedup.py).
+    near_duplicate_bits: int = Field(default=3, ge=0, le=15)
     # Processes that parse pages next to the crawl loop; None = one per spare core.
     parse_processes: int | None = Field(default=None, ge=0, le=64)
     # CPU seconds one page may take there; past it: parse_too_complex (analysis.py).

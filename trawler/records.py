@@ -119,6 +119,7 @@ class PageRecord:
     simhash: str | None = None  # 16 hex digits
     text_hash: str | None = None  # exact-duplicate key of the extracted text
     sitemap_lastmod: str | None = None  # <lastmod> from a sitemap, as given
+    minhash: bytes | None = None  # MinHash sketch of the main text (minhash.py)
 
 
 @dataclass(slots=True)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
+from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import Served, export_rows, run_trawler
-from tests.e2e.scripted import page, start_scripted
+from tests.e2e.scripted import Scripted, page, start_scripted
+from tests.indexpages import index_html
 from trawler.sitegen import _WORDS
 
 VOCABULARY = [f"{word}{i}" for i in range(30) for word in _WORDS]
@@ -53,6 +56,43 @@ def test_duplicates_marked_and_left_out_of_search(tmp_path: Path) -> None:
     assert "**" in hits[0]["snippet"]
 
 
+def index_site(tmp_path: Path) -> tuple[Scripted, list[str]]:
+    """Eight genindex-shaped pages, an article, the article with one word changed."""
+    rng = random.Random(9)
+    words = [rng.choice(VOCABULARY) for _ in range(600)]
+    edited = list(words)
+    edited[300] = "lighthousekeeper"
+    paths = [f"/genindex-{letter}.html" for letter in "abcdefgh"] + ["/orig", "/edit"]
+    home = "".join(f'<a href="{p}">{p}</a>' for p in paths)
+    script = {"0": {"/": page(f"<html><body>{home}</body></html>"),
+                    "/orig": page(article(words)), "/edit": page(article(edited))}}  # fmt: skip
+    for letter in "abcdefgh":
+        script["0"][f"/genindex-{letter}.html"] = page(index_html(letter))
+    return start_scripted(tmp_path, script), words
+
+
+def test_index_pages_are_not_duplicates_and_a_flagged_page_stays_searchable(
+    tmp_path: Path,
+) -> None:
+    server, words = index_site(tmp_path)
+    data = tmp_path / "data"
+    try:
+        out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
+                          "--delay", "0", "--concurrency", "1", "-q", "--no-sitemaps")  # fmt: skip
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.stop()
+    base = server.bases[0]
+    flags = {r["url"].removeprefix(base): r["duplicate_of"] for r in export_rows(data)}
+    assert flags == {"/": None, "/orig": None, "/edit": base + "/orig",
+                     **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
+    assert [h["url"] for h in search(data, "lighthousekeeper")] == [base + "/edit"]
+    assert [h["url"] for h in search(data, words[10])] == [base + "/orig"]
+    with sqlite3.connect(data / "trawler.db") as conn:
+        kept = conn.execute("SELECT text FROM pages WHERE url = ?", (base + "/edit",)).fetchone()
+    assert "lighthousekeeper" in kept[0]
+
+
 def search(data: Path, query: str, *args: str) -> list[dict]:
     out = run_trawler("search", "--data", str(data), query, "--json", *args)
     assert out.returncode == 0, out.stderr
@@ -85,3 +125,35 @@ def test_search_ranks_filters_and_excludes_noindex(testsite: Served, tmp_path: P
     assert only and all(h["url"].startswith(f"http://{host}/") for h in only)
     assert search(data, term, "--since", "2999-01-01") == []
     assert search(data, 'AND OR ( "unclosed') == []  # hostile syntax is taken literally
+
+
+def test_distributed_worker_confirms_near_duplicates_too(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """Near-duplicates are found per worker; the confirm step runs there as well."""
+    server, _words = index_site(tmp_path)
+    connect = ["--redis", redis_url, "--postgres", fresh_postgres_url]
+    try:
+        out = run_trawler("submit", server.bases[0] + "/", *connect, "--allow-private",
+                          "--delay", "0", "--no-sitemaps")  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        job = out.stdout.strip().splitlines()[-1]
+        out = run_trawler("worker", *connect, "--warc-dir", str(tmp_path / "warc"),
+                          "--exit-when-idle", "-q")  # fmt: skip
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.stop()
+    out = run_trawler("export", "--postgres", fresh_postgres_url, "--job", job)
+    assert out.returncode == 0, out.stderr
+    base = server.bases[0]
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    flags = {r["url"].removeprefix(base): r["duplicate_of"] for r in rows}
+    assert flags == {"/": None, "/orig": None, "/edit": base + "/orig",
+                     **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
+
+
+def test_near_duplicate_bits_beyond_the_index_is_a_bad_option(tmp_path: Path) -> None:
+    """16 passed validation, then the SimHash index refused it with a traceback."""
+    out = run_trawler("crawl", "http://127.0.0.1:9/", "--data", str(tmp_path / "d"),
+                      "--near-duplicate-bits", "16")  # fmt: skip
+    assert "--near-duplicate-bits" in assert_one_line_error(out, 2)

@@ -17,7 +17,7 @@ from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
-from trawler.store.pgschema import SCHEMA_VERSION, SchemaTooNew, migrate
+from trawler.store.pgschema import MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
 from trawler.store.postgres import (
     EXPORT_COLUMNS,
     GETCONN_TIMEOUT_S,
@@ -108,6 +108,28 @@ async def test_pages_table_has_every_page_record_field(store: PostgresStore) -> 
         )
         columns = {name for (name,) in await cur.fetchall()}
     assert {f.name for f in dataclasses.fields(PageRecord)} <= columns
+
+
+async def test_a_version_1_database_gains_the_sketch_column(fresh_postgres_url: str) -> None:
+    """Rows stored before sketches keep NULL (never a near-duplicate original); new rows
+    keep their sketch's bytes."""
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(MIGRATIONS[0])
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO jobs (id, config, state) VALUES ('j', '{}', 'running')")
+        conn.execute(
+            "INSERT INTO pages (job_id, url, simhash) VALUES ('j', 'http://a.test/', 'ab')"
+        )
+    sketch = bytes(range(128))
+    async with await PostgresStore.connect(fresh_postgres_url) as store:
+        await store.insert_pages("j", [page("http://a.test/new", minhash=sketch)])
+    with psycopg.connect(fresh_postgres_url) as conn:
+        rows = conn.execute("SELECT url, minhash FROM pages ORDER BY id").fetchall()
+    assert rows == [("http://a.test/", None), ("http://a.test/new", sketch)]
 
 
 async def test_unreachable_server_is_a_clear_error() -> None:

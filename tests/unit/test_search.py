@@ -104,13 +104,12 @@ def test_filters_by_host_and_fetch_date(conn: sqlite3.Connection) -> None:
     assert len(search(conn, "tide", limit=2)) == 2
 
 
-def test_noindex_duplicates_and_errors_are_not_searchable(conn: sqlite3.Connection) -> None:
+def test_noindex_pages_and_errors_are_not_searchable(conn: sqlite3.Connection) -> None:
     indexed = _commit(
         conn,
         [
             _page("http://a.test/ok", "mackerel shoal"),
             _page("http://a.test/noindex", "mackerel shoal", noindex=1),
-            _page("http://a.test/dup", "mackerel shoal", duplicate_of="http://a.test/ok"),
             _page("http://a.test/404", "mackerel shoal not found", status=404),
             _page("http://a.test/err", "mackerel shoal", status=None, error="timeout"),
             _page("http://a.test/empty", None),
@@ -118,6 +117,24 @@ def test_noindex_duplicates_and_errors_are_not_searchable(conn: sqlite3.Connecti
     )
     assert indexed == 1
     assert _urls(search(conn, "mackerel")) == ["http://a.test/ok"]
+
+
+def test_a_duplicate_is_found_by_the_text_its_original_lacks(conn: sqlite3.Connection) -> None:
+    """Duplicates are indexed (a wrong flag must not hide a page's own text), and a
+    result list shows a duplicate only when its original does not match."""
+    original, dup = "http://a.test/ok", "http://b.test/dup"
+    indexed = _commit(conn, [
+        _page(original, "mackerel shoal off the pier"),
+        _page(dup, "mackerel shoal off the jetty", duplicate_of=original),
+        _page("http://b.test/orphan", "mackerel wreck", duplicate_of="http://c.test/never"),
+    ])  # fmt: skip
+    assert indexed == 3
+    assert _urls(search(conn, "mackerel shoal")) == [original]
+    assert _urls(search(conn, "jetty")) == [dup]
+    assert _urls(search(conn, "pier")) == [original]
+    assert _urls(search(conn, "wreck")) == ["http://b.test/orphan"]  # its original not stored
+    on_b = search(conn, "mackerel", host="b.test")  # its original is filtered out
+    assert sorted(_urls(on_b)) == [dup, "http://b.test/orphan"]
 
 
 def test_a_url_stored_twice_is_indexed_once(conn: sqlite3.Connection) -> None:

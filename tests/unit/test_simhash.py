@@ -41,8 +41,8 @@ def _reference_simhash(text: str, shingle_words: int = 3) -> int:
     tokens = words(text)
     width = min(shingle_words, len(tokens))
     votes = [0] * 64
-    for i in range(len(tokens) - width + 1):
-        digest = blake2b(b" ".join(tokens[i : i + width]), digest_size=8).digest()
+    for shingle in {b" ".join(tokens[i : i + width]) for i in range(len(tokens) - width + 1)}:
+        digest = blake2b(shingle, digest_size=8).digest()
         shingle = int.from_bytes(digest, "little")
         for bit in range(64):
             votes[bit] += 1 if shingle >> bit & 1 else -1
@@ -98,6 +98,18 @@ def test_simhash_statistics_match_the_textbook_algorithm() -> None:
         assert 31 < mean < 33, fingerprint_of  # unrelated texts: Binomial(64, 1/2)
         for bit in range(64):  # every bit is a fair coin
             assert 0.3 < sum(fp >> bit & 1 for fp in fps) / len(fps) < 0.7
+
+
+def test_repeated_boilerplate_does_not_set_the_bits() -> None:
+    """Each distinct shingle votes once: two texts sharing only a phrase repeated
+    hundreds of times are as far apart as unrelated texts (with counts: 0-3 bits)."""
+    gen = TextGen(5)
+    distances = []
+    for _ in range(50):
+        a, b = ([w for word in gen.words(300) for w in (word, "in", "module", "os")]
+                for _ in range(2))  # fmt: skip
+        distances.append(hamming(simhash(" ".join(a), 2), simhash(" ".join(b), 2)))
+    assert min(distances) > 12 and 26 < sum(distances) / len(distances) < 38
 
 
 def test_one_word_changed_is_caught() -> None:
@@ -203,3 +215,22 @@ def test_index_prefers_the_closest_then_the_first_added() -> None:
 def test_index_rejects_unsupported_k() -> None:
     with pytest.raises(ValueError):
         SimHashIndex(-1)
+
+
+def test_candidates_within_2k_plus_1_bits_are_all_found_and_farther_ones_often() -> None:
+    index = SimHashIndex(K)
+    stored = 0x0123_4567_89AB_CDEF
+    index.add(stored, "a")
+    near = _flip(stored, [1, 2, 17])
+    seven = _flip(stored, [1, 2, 17, 18, 33, 34, 49])  # one block with one bit off
+    ten_one_block_clean = _flip(stored, [20, 21, 22, 36, 37, 38, 52, 53, 54, 55])
+    eight_all_blocks_twice = _flip(stored, [1, 2, 17, 18, 33, 34, 49, 50])
+    assert index.candidates(near, 3) == [0] and index.key(0) == "a"
+    assert index.candidates(seven, 3) == []  # farther than asked
+    assert index.candidates(seven, 10) == [0]
+    assert index.candidates(ten_one_block_clean, 10) == [0]
+    assert index.candidates(eight_all_blocks_twice, 10) == []  # no block within one bit
+    for _ in range(200):  # every fingerprint within 2k+1 = 7 bits
+        rng = random.Random(_)
+        query = _flip(stored, rng.sample(range(64), rng.randint(0, 7)))
+        assert index.candidates(query, 7) == [0]

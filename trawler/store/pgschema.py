@@ -51,6 +51,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
     """,
+    # 2: the MinHash sketch that confirms a near-duplicate (minhash.py); NULL in older rows.
+    """
+    ALTER TABLE pages ADD COLUMN minhash bytea;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

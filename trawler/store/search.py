@@ -8,9 +8,15 @@ index is not kept in step by SQLite: every row put into it must be deleted
 from it with its old values before that page row changes. Pages are
 insert-only, so rows are added once, in the commit transaction that stores
 them (``index_pages_after``), and never touched again. No triggers: only
-searchable pages are indexed (2xx, no fetch error, not noindex, not a
-duplicate), and FTS5's own ``'rebuild'`` would index every page row, so use
-``rebuild_search_index`` instead.
+searchable pages are indexed (2xx, no fetch error, not noindex), and FTS5's
+own ``'rebuild'`` would index every page row, so use ``rebuild_search_index``
+instead.
+
+Duplicates (``duplicate_of`` set: the same or nearly the same main text as
+an earlier page, or a canonical URL elsewhere) are indexed too, so text found
+only on a duplicate can be found. A result list shows a duplicate only when
+its original does not match the query: a search for their common text finds
+the original alone.
 
 The tokenizer is ``unicode61 remove_diacritics 2``: case-folded, and
 "café" matches "cafe" (and the other way round).
@@ -58,13 +64,21 @@ PAGE_COLUMNS_ADDED = {
     "simhash": "TEXT",
     "text_hash": "TEXT",
     "duplicate_of": "TEXT",
+    "minhash": "BLOB",  # MinHash sketch (minhash.py); NULL in rows stored before it
 }
 
 # A page is searchable when this holds: worth finding, and allowed to be found.
 _SEARCHABLE = (
     "pages.status BETWEEN 200 AND 299 AND pages.error IS NULL"
-    " AND NOT coalesce(pages.noindex, 0) AND pages.duplicate_of IS NULL"
+    " AND NOT coalesce(pages.noindex, 0)"
     " AND coalesce(pages.title, pages.description, pages.text) IS NOT NULL"
+)
+# A duplicate is left out of a result list when its original is in it: indexed (so
+# searchable), matching the query and the filters ({filters} on `original`).
+_NOT_SHADOWED = (
+    " AND (pages.duplicate_of IS NULL OR NOT EXISTS (SELECT 1 FROM pages AS original"
+    " WHERE original.url = pages.duplicate_of{filters}"
+    " AND original.id IN (SELECT rowid FROM pages_fts WHERE pages_fts MATCH ?)))"
 )
 _BM25 = f"bm25(pages_fts, {', '.join(str(w) for w in COLUMN_WEIGHTS.values())})"
 
@@ -224,19 +238,21 @@ def _ranked(
 ) -> list[tuple]:
     """(rowid, url, title, bm25, host, fetched_at) of the best matches, best first."""
     filters: list[str] = []
-    params: list[str | float] = [match]
+    values: list[str | float] = []
     for sql, value in (("host = ?", host), ("fetched_at >= ?", since), ("fetched_at < ?", until)):
         if value is not None:
-            filters.append(f" AND pages.{sql}")
-            params.append(value)
+            filters.append(f" AND {{table}}.{sql}")
+            values.append(value)
+    where = "".join(filters)
+    shadowed = _NOT_SHADOWED.format(filters=where.format(table="original"))
     # Snippets are not made here: SQLite would make one for every match before the LIMIT.
     return conn.execute(
         f"SELECT pages.id, pages.url, pages.title, {_BM25} AS bm25_score,"
         " pages.host, pages.fetched_at"
         " FROM pages_fts JOIN pages ON pages.id = pages_fts.rowid"
-        f" WHERE pages_fts MATCH ? AND {_SEARCHABLE}"
-        f"{''.join(filters)} ORDER BY bm25_score LIMIT ?",
-        (*params, limit),
+        f" WHERE pages_fts MATCH ? AND {_SEARCHABLE}{shadowed}"
+        f"{where.format(table='pages')} ORDER BY bm25_score LIMIT ?",
+        (match, *values, match, *values, limit),
     ).fetchall()
 
 

@@ -243,10 +243,11 @@ class SqliteStore:
         sql = f"SELECT host, count(*) FROM urls WHERE state != {SKIPPED} GROUP BY host"
         return dict(self.conn.execute(sql))
 
-    def content_fingerprints(self) -> Iterator[tuple[str, str | None, str | None]]:
-        """(url, text_hash, simhash) of stored original pages, to rebuild duplicate detection."""
+    def content_fingerprints(self) -> Iterator[tuple[str, str | None, str | None, bytes | None]]:
+        """(url, text_hash, simhash, minhash) of stored original pages, to rebuild
+        duplicate detection (minhash is None in rows stored before sketches existed)."""
         return iter(self.conn.execute(
-            "SELECT url, text_hash, simhash FROM pages"
+            "SELECT url, text_hash, simhash, minhash FROM pages"
             " WHERE duplicate_of IS NULL AND simhash IS NOT NULL ORDER BY id"
         ))  # fmt: skip
 
