@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import psycopg
 
+from trawler.store.kinds import SITEMAP_BEFORE_KINDS
+
 # Any constant bigint: the advisory lock key that serialises migrations ("trawler").
 MIGRATION_LOCK_KEY = 0x74726177_6C6572
 
@@ -50,6 +52,22 @@ MIGRATIONS: tuple[str, ...] = (
         duration_s double precision, status integer, error text, decision text
     );
     CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
+    """,
+    # 2: export kinds (store/kinds.py): pages say page or sitemap (sitemaps stored
+    # before are named by what only they were: 2xx, no error, not HTML); a row per
+    # robots.txt download, archived in the WARC like pages.
+    f"""
+    ALTER TABLE pages ADD COLUMN kind text NOT NULL DEFAULT 'page';
+    UPDATE pages SET kind = 'sitemap' WHERE {SITEMAP_BEFORE_KINDS};
+    CREATE TABLE robots_fetches (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL, final_url text, status integer, content_type text,
+        content_length bigint, content_sha256 text, fetched_at double precision,
+        fetch_duration_s double precision, error text, host text,
+        warc_file text, warc_offset bigint
+    );
+    CREATE INDEX robots_fetches_job_order ON robots_fetches (job_id, id);
     """,
 )
 
