@@ -47,9 +47,9 @@ from tests.e2e.raw_server import RawServer
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler
 from trawler.export import write_export
-from trawler.store.kinds import EXPORT_KINDS
 from trawler.store import sqlite as db
 from trawler.store.embedded import EmbeddedBackend
+from trawler.store.kinds import EXPORT_KINDS
 from trawler.urls import Normaliser
 
 HOSTS = 3
