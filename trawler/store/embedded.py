@@ -65,7 +65,10 @@ class EmbeddedBackend:
     async def commit(self, batch: CommitBatch) -> None:
         """The commit point; then schedule the new URLs and acknowledge the leases."""
         assert self.frontier is not None
-        await self._in_writer(self._commit, batch)
+        # Host and robots.txt state noted up to now go with this batch, whose WARC
+        # records they match (restart_state.py); later notes wait for the next one.
+        mark = self.frontier.restart_mark()
+        await self._in_writer(self._commit, batch, mark)
         self.frontier.enqueue(batch.all_new_requests())
         self.frontier.ack(batch.acked)
 
@@ -93,7 +96,7 @@ class EmbeddedBackend:
         )
         return self.frontier
 
-    def _commit(self, batch: CommitBatch) -> None:
+    def _commit(self, batch: CommitBatch, mark: tuple[int, int]) -> None:
         assert self.warc is not None and self.frontier is not None
         archive_batch(batch, self.warc, self.dedup)
         with self.conn:  # one transaction: the commit point
@@ -109,7 +112,7 @@ class EmbeddedBackend:
             position = self.warc.position()
             if position is not None:
                 self.store.set_warc_position(*position)
-            self.frontier.persist_hosts(self.conn)
+            self.frontier.persist_hosts(self.conn, mark)
 
     def _store_robots(self, batch: CommitBatch) -> None:
         """The batch's robots.txt rows; one the database rejects is left out, logged."""
