@@ -16,6 +16,7 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.e2e.conftest import run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.e2e.test_rules import links
+from tests.e2e.test_sitemaps import XML, urlset
 
 TEXT = {"Content-Type": "text/plain"}
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
@@ -24,20 +25,26 @@ TRAWLER = [sys.executable, "-m", "trawler"]
 
 def site_script() -> dict:
     """Four hosts, each answering robots.txt differently; every home links to a PDF
-    and an image (successful non-HTML downloads) and to one more page."""
+    and an image (successful non-HTML downloads) and to one more page, which the
+    host's /sitemap.xml lists too."""
     home = page(links("/doc.pdf", "/img.png", "/a"))
-    common = {
-        "/": home,
-        "/a": page(links()),
-        "/doc.pdf": page("%PDF-1.4 not really", **{"Content-Type": "application/pdf"}),
-        "/img.png": page("PNG bytes", **{"Content-Type": "image/png"}),
-    }
+
+    def common(host: int) -> dict:
+        loc = f"http://127.0.9.{host + 1}:{{port}}/a"
+        return {
+            "/": home,
+            "/a": page(links()),
+            "/doc.pdf": page("%PDF-1.4 not really", **{"Content-Type": "application/pdf"}),
+            "/img.png": page("PNG bytes", **{"Content-Type": "image/png"}),
+            "/sitemap.xml": page(urlset(f"<url><loc>{loc}</loc></url>"), **XML),
+        }
+
     return {
-        "0": {**common, "/robots.txt": page(ROBOTS, **TEXT)},
-        "1": {**common},  # robots.txt: 404 (the scripted server's default)
-        "2": {**common, "/robots.txt": [page("down", status=503, **TEXT), page(ROBOTS, **TEXT)]},
+        "0": {**common(0), "/robots.txt": page(ROBOTS, **TEXT)},
+        "1": common(1),  # robots.txt: 404 (the scripted server's default)
+        "2": {**common(2), "/robots.txt": [page("down", status=503, **TEXT), page(ROBOTS, **TEXT)]},
         "3": {
-            **common,
+            **common(3),
             "/robots.txt": page("", status=301, Location="/robots-moved.txt"),
             "/robots-moved.txt": page(ROBOTS, **TEXT),
         },
@@ -109,7 +116,7 @@ def assert_robots_rows(server: Scripted, rows: list[dict], warc_dir: Path) -> No
             record = next(iter(ArchiveIterator(stream)))
             assert record.rec_headers.get_header("WARC-Target-URI") == row["final_url"]
     kinds = Counter(r["kind"] for r in rows)
-    assert kinds == {"page": 4 * 4, "robots": 5}, kinds  # /, /a, pdf, png per host
+    assert kinds == {"page": 4 * 4, "sitemap": 4, "robots": 5}, kinds  # /, /a, pdf, png
 
 
 def assert_not_html_apart(stats: dict) -> None:
@@ -127,8 +134,7 @@ def scripted(tmp_path: Path):
 
 def crawl_args(server: Scripted) -> list[str]:
     seeds = [base + "/" for base in server.bases]
-    return [*seeds, "--allow-private", "--delay", "0", "--no-sitemaps",
-            "--robots-retry-wait", "0.2"]  # fmt: skip
+    return [*seeds, "--allow-private", "--delay", "0", "--robots-retry-wait", "0.2"]
 
 
 def export_all(*source: str) -> list[dict]:
@@ -148,11 +154,13 @@ def test_embedded_archives_every_robots_fetch(scripted: Scripted, tmp_path: Path
     out = run_trawler("crawl", *crawl_args(scripted), "--data", str(data))
     assert out.returncode == 0, out.stderr
     assert "8 not HTML, 0 errors in this run" in out.stderr, out.stderr
+    for line in (line for line in out.stderr.splitlines() if " pages/s " in line):
+        assert "not HTML | 0 errors |" in line, line  # the progress line, when one was due
     assert_robots_archived(scripted, data / "warc")
     assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
     stats = stats_json("--data", str(data))
     assert_not_html_apart(stats)
-    assert stats["kinds"] == {"page": 16, "robots": 5}
+    assert stats["kinds"] == {"page": 16, "sitemap": 4, "robots": 5}
 
 
 def test_embedded_robots_written_once_across_a_restart(scripted: Scripted, tmp_path: Path) -> None:
@@ -191,4 +199,4 @@ def test_distributed_archives_every_robots_fetch(
     assert_robots_rows(scripted, export_all(*db, "--job", job), warc_dir)
     stats = stats_json("--redis", redis_url, *db, "--job", job)
     assert_not_html_apart(stats)
-    assert stats["kinds"] == {"page": 16, "robots": 5}
+    assert stats["kinds"] == {"page": 16, "sitemap": 4, "robots": 5}
