@@ -256,7 +256,7 @@ class Crawler:
         outcome = analysis.outcome
         self.links.rejected.update(analysis.rejected)
         discovered = self.links.robots_checked(analysis.requests)
-        if request.kind == "sitemap" and outcome.page.error == "not_html":
+        if request.kind == "sitemap" and outcome.page.error == NOT_HTML:
             outcome.page.error = None  # a sitemap is not HTML by nature
             discovered += await self._sitemap(request, result, outcome.page)
         if outcome.page.error == NOT_HTML:

@@ -25,18 +25,6 @@ EXPORT_KINDS = (PAGE, SITEMAP, ROBOTS)
 DEFAULT_EXPORT_KINDS = frozenset({PAGE, SITEMAP})
 ROBOTS_COLUMNS = tuple(f.name for f in fields(RobotsRecord))
 
-# Sitemaps stored by PostgreSQL before pages had a kind (it keeps no URL table to ask,
-# the embedded store asks `urls.kind`): a 2xx answer without an error that is not HTML
-# (any other such page was stored as `not_html`), or of unknown type and not parsed.
-_UNTYPED = (
-    "content_type IS NULL OR content_type IN ('unknown/unknown', 'application/unknown', '*/*')"
-)
-SITEMAP_BEFORE_KINDS = (
-    "status BETWEEN 200 AND 299 AND error IS NULL AND duplicate_of IS NULL AND ("
-    f" NOT ({_UNTYPED}) AND content_type NOT IN ('text/html', 'application/xhtml+xml')"
-    f" OR ({_UNTYPED}) AND text IS NULL AND title IS NULL)"
-)
-
 
 def parse_kinds(text: str) -> frozenset[str]:
     """``page,sitemap,robots`` (any of them, comma-separated) or ``all``; ValueError else."""

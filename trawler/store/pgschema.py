@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import psycopg
 
-from trawler.store.kinds import SITEMAP_BEFORE_KINDS
-
 # Any constant bigint: the advisory lock key that serialises migrations ("trawler").
 MIGRATION_LOCK_KEY = 0x74726177_6C6572
 
@@ -53,12 +51,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
     """,
-    # 2: export kinds (store/kinds.py): pages say page or sitemap (sitemaps stored
-    # before are named by what only they were: 2xx, no error, not HTML); a row per
-    # robots.txt download, archived in the WARC like pages.
-    f"""
+    # 2: export kinds (store/kinds.py): pages say page or sitemap; a row per robots.txt
+    # download, archived in the WARC like pages. Sitemaps stored before are named by
+    # what only they were (there is no URL table here to ask): a 2xx answer without an
+    # error that is not HTML (any other such page was stored as not_html), or of
+    # unknown type and not parsed.
+    """
     ALTER TABLE pages ADD COLUMN kind text NOT NULL DEFAULT 'page';
-    UPDATE pages SET kind = 'sitemap' WHERE {SITEMAP_BEFORE_KINDS};
+    UPDATE pages SET kind = 'sitemap'
+    WHERE status BETWEEN 200 AND 299 AND error IS NULL AND duplicate_of IS NULL AND (
+        content_type NOT IN ('text/html', 'application/xhtml+xml', 'unknown/unknown',
+                             'application/unknown', '*/*')
+        OR (content_type IS NULL
+            OR content_type IN ('unknown/unknown', 'application/unknown', '*/*'))
+           AND text IS NULL AND title IS NULL);
     CREATE TABLE robots_fetches (
         id bigserial PRIMARY KEY,
         job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
