@@ -175,7 +175,9 @@ def test_embedded_robots_written_once_across_a_restart(scripted: Scripted, tmp_p
     second = run_trawler("crawl", scripted.bases[0] + "/a", "--data", str(data), "-q",
                          "--max-pages", "100")  # fmt: skip
     assert second.returncode == 0, second.stderr
-    assert before == 4 and len([e for e in scripted.log() if e["path"] == "/"]) == 4
+    # Every host's robots.txt was fetched before the restart (host 2's retry may fall
+    # on either side of it); the second run used the kept ones.
+    assert before >= 4 and len([e for e in scripted.log() if e["path"] == "/"]) == 4
     assert_robots_archived(scripted, data / "warc")
     assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
 
@@ -189,12 +191,14 @@ def test_distributed_archives_every_robots_fetch(
     assert out.returncode == 0, out.stderr
     job = out.stdout.strip().splitlines()[-1]
     warc_dir = tmp_path / "warc"
-    worker = subprocess.run(
-        [*TRAWLER, "worker", "--redis", redis_url, *db, "--warc-dir", str(warc_dir),
-         "--exit-when-idle", "-q"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert worker.returncode == 0, worker.stderr
+    # Two workers: robots.txt one of them fetched is used by the other through Redis,
+    # and archived once, by the worker that fetched it.
+    command = [*TRAWLER, "worker", "--redis", redis_url, *db, "--warc-dir", str(warc_dir),
+               "--exit-when-idle", "-q"]  # fmt: skip
+    workers = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for worker in workers:
+        _, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr
     assert_robots_archived(scripted, warc_dir)
     assert_robots_rows(scripted, export_all(*db, "--job", job), warc_dir)
     stats = stats_json("--redis", redis_url, *db, "--job", job)
