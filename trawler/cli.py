@@ -126,8 +126,8 @@ def crawl(
     _finish_job(data, job_id, state)
     if not quiet:
         typer.echo(
-            f"{state}: {crawler.pages_stored} pages stored, {crawler.errors} errors in this run;"
-            f" data in {data}", err=True,
+            f"{state}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
+            f" {crawler.errors} errors in this run; data in {data}", err=True,
         )  # fmt: skip
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end

@@ -146,7 +146,9 @@ def _connected(fail: Any, coroutine: Any) -> Any:
     return run_connected(coroutine)
 
 
-async def export_job(postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool) -> int:
+async def export_job(
+    postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool, kinds: frozenset[str]
+) -> int:
     from trawler.export import RowWriter
     from trawler.store.postgres import PostgresStore
 
@@ -154,7 +156,7 @@ async def export_job(postgres: str, job_id: str, out: Any, fmt: str, include_noi
     try:
         await store.get_job(job_id)  # KeyError for an unknown job
         writer = RowWriter(out, fmt)
-        async for row in store.iter_pages(job_id, include_noindex):
+        async for row in store.iter_pages(job_id, include_noindex, kinds=kinds):
             writer.write(row)
         return writer.count
     finally:

@@ -48,23 +48,30 @@ def export(
     format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
+    kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The distributed job's id.")] = None,
 ) -> None:  # fmt: skip
-    """Write one row per fetched URL (streaming) as JSON lines or CSV."""
+    """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
     from trawler.cli_dist import export_job
     from trawler.export import write_export
+    from trawler.store.kinds import parse_kinds
 
     if (postgres is None) != (job is None):
         fail("--postgres and --job go together")
+    try:
+        kinds = parse_kinds(kind)
+    except ValueError as exc:
+        fail(str(exc))
     conn = open_crawl_data(data) if postgres is None else None
     try:
         with _output(output) as out:
             if conn is not None:
-                count = write_export(conn, out, format.value, include_noindex)
+                count = write_export(conn, out, format.value, include_noindex, kinds)
             else:
                 assert postgres is not None and job is not None
-                count = run_connected(export_job(postgres, job, out, format.value, include_noindex))
+                export = export_job(postgres, job, out, format.value, include_noindex, kinds)
+                count = run_connected(export)
     except KeyError:
         fail(f"no job {job!r} in the database")
     except sqlite3.Error as exc:

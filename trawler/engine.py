@@ -30,7 +30,7 @@ from trawler.analysis import AnalysisPool, default_processes
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
-from trawler.outcome import REDIRECT_ELSEWHERE
+from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
@@ -54,6 +54,7 @@ class Progress:
     active_hosts: int
     errors: int
     elapsed_s: float
+    not_html: int = 0  # successful downloads that are not HTML: not errors
 
 
 class Crawler:
@@ -72,8 +73,9 @@ class Crawler:
         self.fetcher = Fetcher(config)
         waits = tuple(config.robots_retry_waits_s)
         self.robots = RobotsGate(
-            self.fetcher, config.robots_token, waits, self._counters, self._first_robots
-        )
+            self.fetcher, config.robots_token, waits, self._counters, self._first_robots,
+            self._archive_robots,
+        )  # fmt: skip
         self.links = LinkFilter(
             self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,
             max_per_host=config.max_pages_per_host,
@@ -92,6 +94,7 @@ class Crawler:
         self._fatal: BaseException | None = None
         self.pages_stored = 0  # committed pages, including those of earlier runs
         self.errors = 0
+        self.not_html = 0  # successful non-HTML downloads, counted apart from errors
         self.exhausted = False
 
     # -- public ------------------------------------------------------------------
@@ -253,10 +256,12 @@ class Crawler:
         outcome = analysis.outcome
         self.links.rejected.update(analysis.rejected)
         discovered = self.links.robots_checked(analysis.requests)
-        if request.kind == "sitemap" and outcome.page.error == "not_html":
+        if request.kind == "sitemap" and outcome.page.error == NOT_HTML:
             outcome.page.error = None  # a sitemap is not HTML by nature
             discovered += await self._sitemap(request, result, outcome.page)
-        if outcome.page.error is not None:
+        if outcome.page.error == NOT_HTML:
+            self.not_html += 1
+        elif outcome.page.error is not None:
             self.errors += 1
         if outcome.redirect_to is not None:
             discovered += self._alias_request(outcome.redirect_to, request)
@@ -313,6 +318,10 @@ class Crawler:
         if self._wants_sitemaps(site):
             found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
             self._batch.add_requests(await self.frontier.filter_new(found))
+
+    def _archive_robots(self, result: FetchResult, host: str) -> None:
+        """A robots.txt download goes into the WARC and gets a row, as pages do."""
+        self._batch.add_robots(result, robots_record(result, host))
 
     def _wants_sitemaps(self, site: str) -> bool:
         """Sitemaps of seed hosts, and of every in-scope host unless the scope is "any"."""
@@ -371,8 +380,9 @@ class Crawler:
             last_pages, last_t = pages, now
             frontier = self.frontier
             snapshot = Progress(
-                pages, rate, frontier.queued, frontier.active_hosts, self.errors, now - started
-            )
+                pages, rate, frontier.queued, frontier.active_hosts, self.errors, now - started,
+                self.not_html,
+            )  # fmt: skip
             self.on_progress(snapshot)
 
 

@@ -1,5 +1,6 @@
-"""Streaming export of page rows as JSON lines or CSV (memory flat in crawl size),
-and the output file that appears only when complete."""
+"""Streaming export of rows (pages, sitemaps, robots.txt fetches: store/kinds.py) as
+JSON lines or CSV (memory flat in crawl size), and the output file that appears only
+when complete."""
 
 from __future__ import annotations
 
@@ -37,10 +38,12 @@ class RowWriter:
         self.count += 1
 
 
-def write_export(conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool) -> int:
-    """Write every stored page of the embedded store to ``out``; returns the number of rows."""
+def write_export(
+    conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool, kinds: frozenset[str]
+) -> int:
+    """Write the embedded store's rows of these kinds to ``out``; returns how many."""
     writer = RowWriter(out, fmt)
-    for row in iter_pages(conn, include_noindex):
+    for row in iter_pages(conn, include_noindex, kinds):
         writer.write(row)
     return writer.count
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from trawler.config import CrawlConfig
 from trawler.minhash import SHINGLE_WORDS, sketch_of_hashes
 from trawler.parse import parse_html, parse_x_robots_tag
-from trawler.records import CrawlRequest, FetchResult, Link, PageRecord
+from trawler.records import CrawlRequest, FetchResult, Link, PageRecord, RobotsRecord
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_url
 from trawler.simhash import distinct_shingle_hashes, hex64, simhash_of_hashes, text_hash, words
@@ -30,6 +30,10 @@ _HTML_SIGNATURES = tuple(
 )
 _SNIFF_BYTES = 1445  # the spec's resource header length
 REDIRECT_ELSEWHERE = "redirect"  # the engine's hop veto: target crawled on its own
+# A download that succeeded but is not HTML (PDF, image): kept in the WARC, not parsed.
+# Recorded in the page's error column for what it says about the row (no text, no
+# links), but counted apart from errors: nothing went wrong.
+NOT_HTML = "not_html"
 # RFC 8288 link-value: <uri-reference> *( ";" link-param ); we want rel=canonical.
 _LINK_VALUE = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]+)*)")
 _REL_PARAM = re.compile(r"""\brel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))""", re.IGNORECASE)
@@ -57,7 +61,7 @@ def page_outcome(
     elif result.status is None or not 200 <= result.status < 300:
         page.error = f"http_{result.status}"
     elif sniffed_type(result.content_type, result.body) not in HTML_TYPES:
-        page.error = "not_html"  # recorded, stored in WARC, not parsed
+        page.error = NOT_HTML  # recorded, stored in WARC, not parsed
     else:
         _add_parsed(outcome, result, config, agent_token)
     return outcome
@@ -97,6 +101,24 @@ def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
         attempts=request.attempts + 1,
         host=request.host,
         sitemap_lastmod=request.lastmod,
+        kind=request.kind,
+    )
+
+
+def robots_record(result: FetchResult, host: str) -> RobotsRecord:
+    """The stored row of one robots.txt download: its answer, whatever it was."""
+    body = result.body
+    return RobotsRecord(
+        url=result.url,
+        final_url=result.final_url,
+        status=result.status,
+        content_type=result.content_type,
+        content_length=len(body),
+        content_sha256=hashlib.sha256(body).hexdigest() if result.status is not None else None,
+        fetched_at=result.started_at,
+        fetch_duration_s=round(result.duration_s, 6),
+        error=result.error,
+        host=host,
     )
 
 

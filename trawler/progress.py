@@ -25,7 +25,8 @@ LOG_EVERY_S = 10.0  # plain log lines when stderr is not a terminal
 def progress_line(p: Progress) -> str:
     return (
         f"{p.pages:,} pages | {p.pages_per_s:,.0f} pages/s | queue {p.queued:,} | "
-        f"{p.active_hosts:,} hosts active | {p.errors:,} errors | {p.elapsed_s:,.0f}s"
+        f"{p.active_hosts:,} hosts active | {p.not_html:,} not HTML | {p.errors:,} errors | "
+        f"{p.elapsed_s:,.0f}s"
     )
 
 
@@ -65,13 +66,13 @@ def print_stats(stats: dict[str, Any]) -> None:
     summary = Table(
         title=f"job {job.get('id', '-')} ({job.get('state', 'no job')})", show_header=False
     )
-    for key in ("pages_stored", "pages_ok", "urls_discovered", "urls_queued", "hosts",
-                "bytes_downloaded", "pages_per_s"):  # fmt: skip
+    for key in ("pages_stored", "pages_ok", "not_html", "urls_discovered", "urls_queued",
+                "hosts", "bytes_downloaded", "pages_per_s"):  # fmt: skip
         if key in stats:
             value = stats[key]  # None: not known without the job's frontier (--redis)
             summary.add_row(key.replace("_", " "), "-" if value is None else f"{value:,}")
     console.print(summary)
-    for title in ("status", "errors", "skipped", "counters"):
+    for title in ("kinds", "status", "errors", "skipped", "counters"):
         if stats.get(title):
             table = Table(title=title, show_header=False)
             for name, value in stats[title].items():

@@ -120,6 +120,27 @@ class PageRecord:
     text_hash: str | None = None  # exact-duplicate key of the extracted text
     sitemap_lastmod: str | None = None  # <lastmod> from a sitemap, as given
     minhash: bytes | None = None  # MinHash sketch of the main text (minhash.py)
+    kind: str = "page"  # "page" or "sitemap" (CrawlRequest.kind); robots.txt: RobotsRecord
+
+
+@dataclass(slots=True)
+class RobotsRecord:
+    """One robots.txt download as the store keeps it: a row per fetch (retries and
+    the 24-hour refetch included), exported with kind "robots". ``status`` is the
+    answer (robotscache.py says what it means); ``error`` a fetch error only."""
+
+    url: str  # scheme://host:port/robots.txt
+    final_url: str  # after the redirects the robots.txt fetch follows
+    status: int | None
+    content_type: str | None
+    content_length: int
+    content_sha256: str | None
+    fetched_at: float  # wall clock, when the request started
+    fetch_duration_s: float
+    error: str | None
+    host: str
+    warc_file: str | None = None
+    warc_offset: int | None = None
 
 
 @dataclass(slots=True)

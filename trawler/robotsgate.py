@@ -35,6 +35,7 @@ class RobotsGate:
         retry_waits_s: tuple[float, ...],
         counters: Counter[str],
         on_first_fetch: Callable[[str, RobotsEntry], Awaitable[None]],
+        on_download: Callable[[FetchResult, str], None],
     ) -> None:
         self.fetcher = fetcher
         # Not part of the fetch profile: robots.txt bodies are kept and shared, and each
@@ -43,6 +44,8 @@ class RobotsGate:
         self.retry_waits_s = retry_waits_s
         self.counters = counters
         self.on_first_fetch = on_first_fetch  # e.g. queue the origin's sitemaps
+        # Each download (not each use of a kept one) is archived, like any response.
+        self.on_download = on_download
         self._entries: dict[str, RobotsEntry] = {}
 
     async def verdict(self, url: str, host: str, frontier: Frontier) -> Verdict:
@@ -99,6 +102,7 @@ class RobotsGate:
         )
         frontier.record_response(host, result.status, result.error, result.retry_after_s)
         self.counters["robots.fetched"] += 1
+        self.on_download(result, host)
         return result
 
     def failure(self, url: str) -> FetchResult:

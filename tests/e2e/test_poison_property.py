@@ -49,6 +49,7 @@ from trawler.engine import Crawler
 from trawler.export import write_export
 from trawler.store import sqlite as db
 from trawler.store.embedded import EmbeddedBackend
+from trawler.store.kinds import EXPORT_KINDS
 from trawler.urls import Normaliser
 
 HOSTS = 3
@@ -208,7 +209,13 @@ def check_warc(data: Path, pages: list[sqlite3.Row]) -> None:
                     targets.append(record.rec_headers.get_header("WARC-Target-URI"))
                 record.raw_stream.read()  # to the end: the digests are checked
                 assert record.digest_checker.passed is True, record.digest_checker.problems
-    assert sorted(targets) == sorted(row["final_url"] for row in pages if row["warc_file"])
+    conn = db.connect(data, readonly=True)
+    try:  # robots.txt answers are archived as pages are, a row each
+        robots = conn.execute("SELECT final_url, warc_file FROM robots_fetches").fetchall()
+    finally:
+        conn.close()
+    archived = [row["final_url"] for row in [*pages, *robots] if row["warc_file"]]
+    assert sorted(targets) == sorted(archived)
 
 
 def check_export(data: Path) -> None:
@@ -216,7 +223,7 @@ def check_export(data: Path) -> None:
     try:
         for fmt in ("jsonl", "csv"):
             out = io.StringIO()
-            write_export(conn, out, fmt, include_noindex=True)
+            write_export(conn, out, fmt, True, frozenset(EXPORT_KINDS))
             out.getvalue().encode("utf-8")
             if fmt == "jsonl":
                 [json.loads(line) for line in out.getvalue().splitlines()]

@@ -132,6 +132,27 @@ async def test_robots_txt_is_kept_for_fetchers_of_the_same_profile(tmp_path: Pat
     assert await resumed.shared_robots("http://b.test", "p1") is None  # past 24 h
 
 
+async def test_robots_txt_kept_with_the_commit_that_archives_it(tmp_path: Path) -> None:
+    """A robots.txt fetched while a commit is being written belongs to the next batch
+    (its WARC record is there): it is kept by that commit, not by the one running, or
+    a kill between the two would keep a fetch the archive never got."""
+    early = RobotsFetch(200, None, b"", time.time())
+    late = RobotsFetch(404, None, b"", time.time())
+    conn, frontier = opened(tmp_path)
+    await frontier.share_robots("http://a.test", "p", early, CACHE_TTL_S, job_only=False)
+    mark = frontier.restart_mark()  # the engine hands its batch over here
+    await frontier.share_robots("http://b.test", "p", late, CACHE_TTL_S, job_only=False)
+    with conn:
+        frontier.persist_hosts(conn, mark)  # the commit of that batch
+    kept = [row[0] for row in conn.execute("SELECT site FROM robots")]
+    assert kept == ["http://a.test"]
+    with conn:
+        frontier.persist_hosts(conn, frontier.restart_mark())  # the next one
+    assert {row[0] for row in conn.execute("SELECT site FROM robots")} == {
+        "http://a.test", "http://b.test"
+    }  # fmt: skip
+
+
 async def test_data_directory_of_an_older_version_resumes_with_a_full_wait(
     tmp_path: Path,
 ) -> None:

@@ -60,20 +60,29 @@ class RestartState:
         self._robots.append((site, profile, fetch.status, fetch.error, fetch.body,
                              fetch.fetched_at, fetch.failures))  # fmt: skip
 
+    def mark(self) -> tuple[int, int]:
+        """How many rows are noted now: a commit handed over at this moment writes these
+        and no later ones. A robots.txt fetched while that commit is written has its WARC
+        record in the next batch; kept by this commit, a kill between the two would leave
+        a fetch that is never made again and never archived."""
+        return len(self._hosts), len(self._robots)
+
     def take_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """A robots.txt kept by an earlier run; handed out once (the gate keeps it then)."""
         return self._kept_robots.pop((site, profile), None)
 
     # -- writer thread ---------------------------------------------------------------
-    def persist(self, conn: sqlite3.Connection) -> None:
-        """Write the rows noted since the last call (inside the caller's transaction)."""
+    def persist(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
+        """Write the rows noted since the last call, or those up to ``upto`` (a ``mark()``),
+        inside the caller's transaction."""
+        hosts, robots = upto if upto is not None else (len(self._hosts), len(self._robots))
         conn.executemany(
             f"INSERT OR REPLACE INTO hosts ({_HOST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            _drain(self._hosts, 1).values(),
+            _drain(self._hosts, 1, hosts).values(),
         )
         conn.executemany(
             f"INSERT OR REPLACE INTO robots ({_ROBOTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            _drain(self._robots, 2).values(),
+            _drain(self._robots, 2, robots).values(),
         )
 
     def persist_stopped(self, conn: sqlite3.Connection) -> None:
@@ -129,15 +138,14 @@ class RestartState:
             self._kept_robots[site, profile] = RobotsFetch(*fetch)
 
 
-def _drain(rows: deque[tuple], key_columns: int) -> dict[tuple, tuple]:
-    """Pop what the loop noted so far; the last row of each key (its first columns) wins."""
+def _drain(rows: deque[tuple], key_columns: int, count: int) -> dict[tuple, tuple]:
+    """Pop the first ``count`` rows the loop noted (only this thread pops, so they are
+    there); the last row of each key (its first columns) wins."""
     latest: dict[tuple, tuple] = {}
-    while True:
-        try:
-            row = rows.popleft()
-        except IndexError:
-            return latest
+    for _ in range(count):
+        row = rows.popleft()
         latest[row[:key_columns]] = row
+    return latest
 
 
 def _set_run_state(conn: sqlite3.Connection, state: str) -> None:

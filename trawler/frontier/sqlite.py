@@ -82,9 +82,14 @@ class SqliteFrontier:
         self._kept.load(conn, self._slot, self.policy, {r.host for r in queued})
         self.enqueue(queued)
 
-    def persist_hosts(self, conn: sqlite3.Connection) -> None:
-        """Host politeness and robots.txt state noted since the last commit (restart_state.py)."""
-        self._kept.persist(conn)
+    def restart_mark(self) -> tuple[int, int]:
+        """Taken on the loop as a batch is handed over: what its commit keeps."""
+        return self._kept.mark()
+
+    def persist_hosts(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
+        """Host politeness and robots.txt state noted since the last commit, or up to the
+        batch's ``restart_mark()`` (restart_state.py)."""
+        self._kept.persist(conn, upto)
 
     def persist_stopped(self, conn: sqlite3.Connection) -> None:
         """At close: with no host busy, every request is recorded: a resume needs no extra wait."""

@@ -26,7 +26,7 @@ from typing import Protocol
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.base import Frontier
-from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.records import CrawlRequest, FetchResult, PageRecord, RobotsRecord
 from trawler.store.warc import WarcWriter
 
 log = logging.getLogger("trawler")
@@ -68,7 +68,7 @@ class UrlOutcome:
             description=None, keywords=None, text=None, links_count=0, content_sha256=None,
             fetched_at=old.fetched_at if old else 0.0, fetch_duration_s=0.0, error=STORE_ERROR,
             warc_file=old.warc_file if old else None, warc_offset=old.warc_offset if old else None,
-            attempts=request.attempts + 1, host=request.host,
+            attempts=request.attempts + 1, host=request.host, kind=request.kind,
         )  # fmt: skip
         self.discovered = []
 
@@ -81,6 +81,8 @@ class CommitBatch:
     # URLs found outside any URL's outcome: seeds, sitemaps named by robots.txt.
     new_requests: list[CrawlRequest] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    # robots.txt downloads: archived like pages (WARC request + response), a row each.
+    robots: list[tuple[FetchResult, RobotsRecord]] = field(default_factory=list)
     pages: int = 0  # outcomes with a page
     items: int = 0  # rows this batch will write, to commit early when it grows
 
@@ -88,6 +90,14 @@ class CommitBatch:
         self.outcomes.append(outcome)
         self.pages += outcome.page is not None
         self.items += 1 + len(outcome.attempts) + len(outcome.discovered)
+
+    def add_robots(self, result: FetchResult, record: RobotsRecord) -> None:
+        self.robots.append((result, record))
+        self.items += 1
+
+    @property
+    def robots_records(self) -> list[RobotsRecord]:
+        return [record for _result, record in self.robots]
 
     def add_requests(self, requests: list[CrawlRequest]) -> None:
         self.new_requests += requests
@@ -124,7 +134,10 @@ def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> 
 
     A record that cannot be built costs its page (``UrlOutcome.store_failed``):
     ``WarcWriter.write`` builds both records before writing a byte, so a page
-    without a WARC place has no bytes in the file either."""
+    without a WARC place has no bytes in the file either. robots.txt downloads of the
+    batch go first: each was fetched before any page of its origin."""
+    for fetched, record in batch.robots:
+        _archive_robots(warc, fetched, record)
     for outcome in batch.outcomes:
         page, result = outcome.page, outcome.result
         if page is None or result is None:
@@ -140,6 +153,21 @@ def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> 
         if location is not None:
             page.warc_file, page.warc_offset = location.filename, location.offset
     warc.flush(fsync=True)
+
+
+def _archive_robots(warc: WarcWriter, result: FetchResult, record: RobotsRecord) -> None:
+    """Write one robots.txt download; one that cannot be written keeps its row, marked."""
+    try:
+        location = warc.write(result)
+    except ENVIRONMENT_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - this response's data, not the disk
+        log.warning("cannot archive %s (warc: %s); kept as %s", record.url, _one_line(exc),
+                    STORE_ERROR)  # fmt: skip
+        record.error = STORE_ERROR
+        return
+    if location is not None:
+        record.warc_file, record.warc_offset = location.filename, location.offset
 
 
 def _one_line(exc: BaseException) -> str:

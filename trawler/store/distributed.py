@@ -93,7 +93,9 @@ class DistributedBackend:
         await loop.run_in_executor(self._writer, self._write_warc, batch)
         done = [outcome.request for outcome in batch.outcomes if outcome.finished]
         try:
-            await self.store.store_outcomes(self.job_id, batch.outcomes, batch.outcome_counters())
+            await self.store.store_outcomes(
+                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records
+            )
             await self.frontier.commit(batch.all_new_requests(), done)
         except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
             raise ServiceUnavailable(

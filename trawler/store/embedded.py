@@ -20,6 +20,7 @@ async methods are what the engine calls.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, ar
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
+log = logging.getLogger("trawler")
 T = TypeVar("T")
 
 
@@ -63,7 +65,10 @@ class EmbeddedBackend:
     async def commit(self, batch: CommitBatch) -> None:
         """The commit point; then schedule the new URLs and acknowledge the leases."""
         assert self.frontier is not None
-        await self._in_writer(self._commit, batch)
+        # Host and robots.txt state noted up to now go with this batch, whose WARC
+        # records they match (restart_state.py); later notes wait for the next one.
+        mark = self.frontier.restart_mark()
+        await self._in_writer(self._commit, batch, mark)
         self.frontier.enqueue(batch.all_new_requests())
         self.frontier.ack(batch.acked)
 
@@ -91,7 +96,7 @@ class EmbeddedBackend:
         )
         return self.frontier
 
-    def _commit(self, batch: CommitBatch) -> None:
+    def _commit(self, batch: CommitBatch, mark: tuple[int, int]) -> None:
         assert self.warc is not None and self.frontier is not None
         archive_batch(batch, self.warc, self.dedup)
         with self.conn:  # one transaction: the commit point
@@ -99,6 +104,7 @@ class EmbeddedBackend:
                 self.conn.execute("BEGIN")  # savepoints nest in it, RELEASE commits nothing
             first_new_id = search.last_page_id(self.conn)
             self.frontier.persist_new(self.conn, batch.new_requests)
+            self._store_robots(batch)
             self._store_outcomes(batch.outcomes)
             search.index_pages_after(self.conn, first_new_id)  # searchable as stored
             if batch.counters:
@@ -106,7 +112,23 @@ class EmbeddedBackend:
             position = self.warc.position()
             if position is not None:
                 self.store.set_warc_position(*position)
-            self.frontier.persist_hosts(self.conn)
+            self.frontier.persist_hosts(self.conn, mark)
+
+    def _store_robots(self, batch: CommitBatch) -> None:
+        """The batch's robots.txt rows; one the database rejects is left out, logged."""
+        records = batch.robots_records
+        try:
+            with _savepoint(self.conn):
+                self.store.insert_robots(records)
+            return
+        except db.ROW_REJECTED:
+            pass
+        for record in records:
+            try:
+                with _savepoint(self.conn):
+                    self.store.insert_robots([record])
+            except db.ROW_REJECTED as exc:
+                log.warning("cannot store the row of %s: %s", record.url, exc)
 
     def _store_outcomes(self, outcomes: list[UrlOutcome]) -> None:
         """All outcomes at once; one at a time when a row is rejected, to find its page."""

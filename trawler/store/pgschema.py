@@ -55,6 +55,30 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE pages ADD COLUMN minhash bytea;
     """,
+    # 3: export kinds (store/kinds.py): pages say page or sitemap; a row per robots.txt
+    # download, archived in the WARC like pages. Sitemaps stored before are named by
+    # what only they were (there is no URL table here to ask): a 2xx answer without an
+    # error that is not HTML (any other such page was stored as not_html), or of
+    # unknown type and not parsed.
+    """
+    ALTER TABLE pages ADD COLUMN kind text NOT NULL DEFAULT 'page';
+    UPDATE pages SET kind = 'sitemap'
+    WHERE status BETWEEN 200 AND 299 AND error IS NULL AND duplicate_of IS NULL AND (
+        content_type NOT IN ('text/html', 'application/xhtml+xml', 'unknown/unknown',
+                             'application/unknown', '*/*')
+        OR (content_type IS NULL
+            OR content_type IN ('unknown/unknown', 'application/unknown', '*/*'))
+           AND text IS NULL AND title IS NULL);
+    CREATE TABLE robots_fetches (
+        id bigserial PRIMARY KEY,
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        url text NOT NULL, final_url text, status integer, content_type text,
+        content_length bigint, content_sha256 text, fetched_at double precision,
+        fetch_duration_s double precision, error text, host text,
+        warc_file text, warc_offset bigint
+    );
+    CREATE INDEX robots_fetches_job_order ON robots_fetches (job_id, id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import psycopg
 
+from trawler.outcome import NOT_HTML
+from trawler.store.kinds import ROBOTS
+
 
 async def _fetchall(conn: psycopg.AsyncConnection, sql: str, job_id: str) -> list[tuple]:
     cur = await conn.execute(sql, (job_id,))
@@ -43,7 +46,13 @@ async def read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
     # hosts: those with a stored page (the frontier knows queued ones only by job).
     stats.update(pages_stored=stored, pages_ok=ok, bytes_downloaded=int(size or 0), hosts=hosts)
     stats["status"] = await _grouped(conn, job_id, "status", "pages")
+    # A non-HTML download is no error: counted apart.
     stats["errors"] = await _grouped(conn, job_id, "error", "pages")
+    stats["not_html"] = stats["errors"].pop(NOT_HTML, 0)
+    stats["kinds"] = await _grouped(conn, job_id, "kind", "pages")
+    robots = await _fetchall(conn, "SELECT count(*) FROM robots_fetches WHERE job_id = %s", job_id)
+    if robots[0][0]:
+        stats["kinds"][ROBOTS] = robots[0][0]
     counters = dict(
         await _fetchall(
             conn, "SELECT name, value FROM counters WHERE job_id = %s ORDER BY name", job_id

@@ -22,6 +22,7 @@ INSERT ... SELECT 125-215 ms, one INSERT over ``unnest()`` arrays 400-490 ms.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -33,7 +34,15 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from trawler.config import CrawlConfig
 from trawler.outage import ServiceHealth, guarded
-from trawler.records import PageRecord
+from trawler.records import PageRecord, RobotsRecord
+from trawler.store.kinds import (
+    DEFAULT_EXPORT_KINDS,
+    EXPORT_KINDS,
+    ROBOTS,
+    ROBOTS_COLUMNS,
+    amerge_rows,
+    robots_export_row,
+)
 from trawler.store.pgschema import migrate
 from trawler.store.pgstats import read_stats
 from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
@@ -42,6 +51,7 @@ if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
 
 T = TypeVar("T")
+log = logging.getLogger("trawler")
 
 GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an outage
 RECONNECT_TIMEOUT_S = 5.0
@@ -59,6 +69,10 @@ _INSERT_PAGE = (
     f"INSERT INTO pages (job_id, {', '.join(PAGE_COLUMNS)})"
     f" VALUES ({', '.join(['%s'] * (len(PAGE_COLUMNS) + 1))})"
     " ON CONFLICT (job_id, url) DO NOTHING"
+)
+_INSERT_ROBOTS = (
+    f"INSERT INTO robots_fetches (job_id, {', '.join(ROBOTS_COLUMNS)})"
+    f" VALUES ({', '.join(['%s'] * (len(ROBOTS_COLUMNS) + 1))})"
 )
 _ADD_COUNTER = (
     "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
@@ -91,6 +105,10 @@ def _clean(value: Any) -> Any:
 
 def _page_row(job_id: str, page: PageRecord) -> tuple:
     return (job_id, *(_clean(value) for value in astuple(page)))
+
+
+def _robots_row(job_id: str, record: RobotsRecord) -> tuple:
+    return (job_id, *(_clean(value) for value in astuple(record)))
 
 
 class PostgresStore:
@@ -246,8 +264,10 @@ class PostgresStore:
         pages: Iterable[PageRecord] = (),
         counters: dict[str, int] | None = None,
         attempts: Iterable[tuple] = (),
+        robots: Iterable[RobotsRecord] = (),
     ) -> None:
-        """One commit batch in one transaction: pages, counter deltas, fetch attempts.
+        """One commit batch in one transaction: pages, counter deltas, fetch attempts,
+        robots.txt downloads.
 
         ``attempts`` rows are (url, attempt, started_at, duration_s, status,
         error, decision), as in ``CommitBatch.attempts``. Counters are not
@@ -256,26 +276,33 @@ class PostgresStore:
         page_rows = [_page_row(job_id, page) for page in pages]
         counter_rows = [(job_id, name, delta) for name, delta in (counters or {}).items()]
         attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
+        robots_rows = [_robots_row(job_id, record) for record in robots]
 
         async def write() -> None:
             async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
-                                  (_INSERT_ATTEMPT, attempt_rows)):  # fmt: skip
+                                  (_INSERT_ATTEMPT, attempt_rows),
+                                  (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
                     if rows:
                         await cur.executemany(sql, rows)
 
         await self._call(write)
 
     async def store_outcomes(
-        self, job_id: str, outcomes: Sequence[UrlOutcome], counters: dict[str, int]
+        self,
+        job_id: str,
+        outcomes: Sequence[UrlOutcome],
+        counters: dict[str, int],
+        robots: Sequence[RobotsRecord] = (),
     ) -> None:
         """A commit batch of URL outcomes in one transaction (``store_batch``). When a
         row is rejected, each outcome's rows go in again under a savepoint of their
-        own, and one that is rejected is kept as a bare ``store_error`` page."""
+        own, and one that is rejected is kept as a bare ``store_error`` page; a
+        robots.txt row that is rejected is left out (logged)."""
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
         try:
-            await self.store_batch(job_id, pages, counters, attempts)
+            await self.store_batch(job_id, pages, counters, attempts, robots)
             return
         except ROW_REJECTED:
             pass
@@ -294,6 +321,12 @@ class PostgresStore:
                             await _write_outcome(cur, job_id, outcome)
                     except ROW_REJECTED:  # not even the bare row: the URL ends without one
                         outcome.page, outcome.attempts = None, []
+                for record in robots:
+                    try:
+                        async with conn.transaction():
+                            await cur.execute(_INSERT_ROBOTS, _robots_row(job_id, record))
+                    except ROW_REJECTED as exc:
+                        log.warning("cannot store the row of %s: %s", record.url, exc)
                 rows = [(job_id, name, delta) for name, delta in counters.items()]
                 if rows:
                     await cur.executemany(_ADD_COUNTER, rows)
@@ -302,19 +335,32 @@ class PostgresStore:
 
     # -- read side ------------------------------------------------------------
     async def iter_pages(
-        self, job_id: str, include_noindex: bool = False, batch_rows: int = 1000
+        self,
+        job_id: str,
+        include_noindex: bool = False,
+        batch_rows: int = 1000,
+        kinds: frozenset[str] = DEFAULT_EXPORT_KINDS,
     ) -> AsyncIterator[dict]:
-        """Export rows (``EXPORT_COLUMNS``) in commit order, through a server-side
-        cursor: memory stays flat however large the crawl."""
-        where = "job_id = %s" if include_noindex else "job_id = %s AND NOT noindex"
-        sql = f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where} ORDER BY id"
+        """Export rows (``EXPORT_COLUMNS``) of these kinds: pages in commit order,
+        robots.txt fetches merged in by fetch time, through server-side cursors in one
+        transaction: memory stays flat however large the crawl."""
+        page_kinds = [name for name in EXPORT_KINDS if name in kinds and name != ROBOTS]
+        where = "job_id = %s AND kind = ANY(%s)" + ("" if include_noindex else " AND NOT noindex")
+        pages_sql = f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where} ORDER BY id"
+        robots_sql = (
+            f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches WHERE job_id = %s ORDER BY id"
+        )
         async with self.pool.connection() as conn, conn.transaction():
-            cursor = conn.cursor(name=f"export_{uuid.uuid4().hex[:8]}")
-            cursor.itersize = batch_rows
-            async with cursor:
-                await cursor.execute(sql, (job_id,))
-                async for row in cursor:
-                    yield dict(zip(EXPORT_COLUMNS, row, strict=True))
+            pages = _stream(conn, pages_sql, (job_id, page_kinds), batch_rows)
+            rows: AsyncIterator[dict] = (
+                dict(zip(EXPORT_COLUMNS, values, strict=True)) async for values in pages
+            )
+            if ROBOTS in kinds:
+                robots = _stream(conn, robots_sql, (job_id,), batch_rows)
+                found = (robots_export_row(values, EXPORT_COLUMNS) async for values in robots)
+                rows = amerge_rows(rows, found)
+            async for row in rows:
+                yield row
 
     async def read_stats(self, job_id: str) -> dict:
         """The shape of ``trawler.store.sqlite.read_stats`` for one job.
@@ -338,6 +384,18 @@ async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutc
     attempts = [(job_id, *(_clean(value) for value in row)) for row in outcome.attempts]
     if attempts:
         await cur.executemany(_INSERT_ATTEMPT, attempts)
+
+
+async def _stream(
+    conn: psycopg.AsyncConnection, sql: str, params: tuple, batch_rows: int
+) -> AsyncIterator[tuple]:
+    """The rows of ``sql`` through a server-side cursor of their own."""
+    cursor = conn.cursor(name=f"export_{uuid.uuid4().hex[:8]}")
+    cursor.itersize = batch_rows
+    async with cursor:
+        await cursor.execute(sql, params)
+        async for row in cursor:
+            yield row
 
 
 def _check_state(state: str) -> None:

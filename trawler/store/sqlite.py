@@ -22,7 +22,16 @@ from operator import attrgetter
 from pathlib import Path
 
 from trawler.config import CrawlConfig
-from trawler.records import PageRecord
+from trawler.outcome import NOT_HTML
+from trawler.records import PageRecord, RobotsRecord
+from trawler.store.kinds import (
+    DEFAULT_EXPORT_KINDS,
+    EXPORT_KINDS,
+    ROBOTS,
+    ROBOTS_COLUMNS,
+    merge_rows,
+    robots_export_row,
+)
 from trawler.store.search import ensure_search_schema
 
 DB_NAME = "trawler.db"
@@ -39,6 +48,7 @@ ROW_REJECTED = (
 
 PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
 _page_row = attrgetter(*PAGE_COLUMNS)  # a flat tuple; dataclasses.astuple deep-copies
+_robots_row = attrgetter(*ROBOTS_COLUMNS)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
@@ -69,7 +79,14 @@ CREATE TABLE IF NOT EXISTS pages (
     text TEXT, links_count INTEGER, content_sha256 TEXT, fetched_at REAL,
     fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
     canonical TEXT, noindex INTEGER, attempts INTEGER,
-    host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT
+    host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT,
+    kind TEXT NOT NULL DEFAULT 'page' -- page or sitemap (store/kinds.py)
+);
+CREATE TABLE IF NOT EXISTS robots_fetches ( -- every robots.txt download, archived in the WARC
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL, final_url TEXT, status INTEGER, content_type TEXT,
+    content_length INTEGER, content_sha256 TEXT, fetched_at REAL, fetch_duration_s REAL,
+    error TEXT, host TEXT, warc_file TEXT, warc_offset INTEGER
 );
 CREATE TABLE IF NOT EXISTS fetch_attempts (  -- every fetch attempt, retried ones included
     id INTEGER PRIMARY KEY,
@@ -163,8 +180,31 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=10000")
     conn.executescript(SCHEMA)
     ensure_search_schema(conn)
+    _add_page_kinds(conn)
     conn.commit()
     return conn
+
+
+def _add_page_kinds(conn: sqlite3.Connection) -> None:
+    """Migrate a data directory from before kinds: sitemaps are named by `urls.kind`."""
+    if _has_column(conn, "pages", "kind"):
+        return
+    with conn:
+        conn.execute("ALTER TABLE pages ADD COLUMN kind TEXT NOT NULL DEFAULT 'page'")
+        conn.execute(f"UPDATE pages SET kind = 'sitemap' WHERE {_IS_LISTED_SITEMAP}")
+
+
+# Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.
+_IS_LISTED_SITEMAP = "url IN (SELECT url FROM urls WHERE kind = 'sitemap')"
+
+
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
+
+
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return conn.execute(sql, (table,)).fetchone() is not None
 
 
 class SqliteStore:
@@ -216,6 +256,14 @@ class SqliteStore:
             [_page_row(p) for p in pages],
         )
 
+    def insert_robots(self, records: list[RobotsRecord]) -> None:
+        """A row per robots.txt download (several per URL: retries, refetches)."""
+        placeholders = ", ".join("?" for _ in ROBOTS_COLUMNS)
+        self.conn.executemany(
+            f"INSERT INTO robots_fetches ({', '.join(ROBOTS_COLUMNS)}) VALUES ({placeholders})",
+            [_robots_row(record) for record in records],
+        )
+
     def insert_attempts(self, attempts: list[tuple]) -> None:
         """(url, attempt, started_at, duration_s, status, error, decision) rows."""
         self.conn.executemany(
@@ -261,18 +309,47 @@ EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
     "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
-    "error", "warc_file", "warc_offset",
+    "error", "warc_file", "warc_offset", "kind",
 )  # fmt: skip
 
 
-def iter_pages(conn: sqlite3.Connection, include_noindex: bool = False) -> Iterator[dict]:
-    """Stream export rows in fetch order; memory stays flat however large the crawl."""
-    where = "" if include_noindex else "WHERE NOT noindex"
-    cursor = conn.execute(f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages {where} ORDER BY id")
+def iter_pages(
+    conn: sqlite3.Connection,
+    include_noindex: bool = False,
+    kinds: frozenset[str] = DEFAULT_EXPORT_KINDS,
+) -> Iterator[dict]:
+    """Stream export rows of these kinds: pages in commit order, robots.txt fetches
+    merged in by fetch time; memory stays flat however large the crawl."""
+    pages = _iter_page_rows(conn, include_noindex, kinds - {ROBOTS})
+    if ROBOTS not in kinds or not _has_table(conn, "robots_fetches"):
+        return pages
+    sql = f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches ORDER BY id"
+    robots = (robots_export_row(row, EXPORT_COLUMNS) for row in conn.execute(sql))
+    return merge_rows(pages, robots)
+
+
+def _iter_page_rows(
+    conn: sqlite3.Connection, include_noindex: bool, kinds: frozenset[str]
+) -> Iterator[dict]:
+    if not kinds:
+        return
+    kind = _kind_expression(conn)
+    wanted = ", ".join(f"'{name}'" for name in EXPORT_KINDS if name in kinds)  # known names
+    where = f"{kind} IN ({wanted})" + ("" if include_noindex else " AND NOT noindex")
+    columns = ", ".join(EXPORT_COLUMNS[:-1])
+    cursor = conn.execute(f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id")
     for row in cursor:
         record = dict(zip(EXPORT_COLUMNS, row, strict=True))
         record["noindex"] = bool(record["noindex"])
         yield record
+
+
+def _kind_expression(conn: sqlite3.Connection) -> str:
+    """The `kind` column, or, read-only in a data directory from before kinds, the same
+    answer from the URL table (a writer migrates: `_add_page_kinds`)."""
+    if _has_column(conn, "pages", "kind"):
+        return "kind"
+    return f"(CASE WHEN {_IS_LISTED_SITEMAP} THEN 'sitemap' ELSE 'page' END)"
 
 
 def _scalar(conn: sqlite3.Connection, sql: str) -> int:
@@ -302,6 +379,15 @@ def read_stats(conn: sqlite3.Connection) -> dict:
     stats["hosts"] = _scalar(conn, "SELECT count(DISTINCT host) FROM urls")
     stats["status"] = _grouped(conn, "status", "pages", "status IS NOT NULL")
     stats["errors"] = _grouped(conn, "error", "pages", "error IS NOT NULL")
+    # A non-HTML download is no error: counted apart (pages_stored = pages_ok + not_html
+    # + the errors).
+    stats["not_html"] = stats["errors"].pop(NOT_HTML, 0)
+    stats["kinds"] = _grouped(conn, _kind_expression(conn), "pages", "1")
+    robots = _has_table(conn, "robots_fetches") and _scalar(
+        conn, "SELECT count(*) FROM robots_fetches"
+    )
+    if robots:
+        stats["kinds"][ROBOTS] = robots
     stats["skipped"] = _grouped(conn, "reason", "urls", f"state = {SKIPPED}")
     stats["dead_letter"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {DEAD}")
     stats["fetch_attempts"] = _grouped(conn, "decision", "fetch_attempts", "1")

@@ -1,0 +1,206 @@
+"""Archive completeness: every robots.txt fetch that got an HTTP answer is in the WARC
+(request + response, digests checked with warcio), in both modes; export rows say
+their ``kind``; non-HTML downloads are counted apart from errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.e2e.conftest import run_trawler
+from tests.e2e.scripted import Scripted, page, start_scripted
+from tests.e2e.test_rules import links
+from tests.e2e.test_sitemaps import XML, urlset
+
+TEXT = {"Content-Type": "text/plain"}
+ROBOTS = "User-agent: *\nDisallow: /private/\n"
+TRAWLER = [sys.executable, "-m", "trawler"]
+
+
+def site_script() -> dict:
+    """Four hosts, each answering robots.txt differently; every home links to a PDF
+    and an image (successful non-HTML downloads) and to one more page, which the
+    host's /sitemap.xml lists too."""
+    home = page(links("/doc.pdf", "/img.png", "/a"))
+
+    def common(host: int) -> dict:
+        loc = f"http://127.0.9.{host + 1}:{{port}}/a"
+        return {
+            "/": home,
+            "/a": page(links()),
+            "/doc.pdf": page("%PDF-1.4 not really", **{"Content-Type": "application/pdf"}),
+            "/img.png": page("PNG bytes", **{"Content-Type": "image/png"}),
+            "/sitemap.xml": page(urlset(f"<url><loc>{loc}</loc></url>"), **XML),
+        }
+
+    return {
+        "0": {**common(0), "/robots.txt": page(ROBOTS, **TEXT)},
+        "1": common(1),  # robots.txt: 404 (the scripted server's default)
+        "2": {**common(2), "/robots.txt": [page("down", status=503, **TEXT), page(ROBOTS, **TEXT)]},
+        "3": {
+            **common(3),
+            "/robots.txt": page("", status=301, Location="/robots-moved.txt"),
+            "/robots-moved.txt": page(ROBOTS, **TEXT),
+        },
+    }
+
+
+# What the WARC must hold for robots.txt: (host index, final path) -> statuses, in order.
+EXPECTED_ROBOTS = {
+    (0, "/robots.txt"): [200],
+    (1, "/robots.txt"): [404],
+    (2, "/robots.txt"): [503, 200],
+    (3, "/robots-moved.txt"): [200],
+}
+
+
+def read_warc(warc_dir: Path) -> tuple[dict[str, list], dict[str, str], list[str]]:
+    """(responses by target URI: [(status, record id)], request targets by the response id
+    they accompany, digest problems), every record read whole with digests checked."""
+    responses: dict[str, list] = defaultdict(list)
+    requests: dict[str, str] = {}
+    problems: list[str] = []
+    files = sorted(warc_dir.glob("*.warc.gz"))
+    assert files and not list(warc_dir.glob("*.open"))
+    for path in files:
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream, check_digests=True):
+                record.content_stream().read()
+                checker = record.digest_checker
+                if record.rec_type in ("response", "request") and checker.passed is not True:
+                    problems.append(f"{path.name}: {record.rec_type} {checker.problems}")
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                if record.rec_type == "response":
+                    status = int(record.http_headers.get_statuscode())
+                    record_id = record.rec_headers.get_header("WARC-Record-ID")
+                    responses[uri].append((status, record_id))
+                elif record.rec_type == "request":
+                    requests[record.rec_headers.get_header("WARC-Concurrent-To")] = uri
+    return responses, requests, problems
+
+
+def assert_robots_archived(server: Scripted, warc_dir: Path) -> None:
+    responses, requests, problems = read_warc(warc_dir)
+    assert problems == []
+    for (host, path), statuses in EXPECTED_ROBOTS.items():
+        uri = server.bases[host] + path
+        assert [status for status, _ in responses.get(uri, [])] == statuses, uri
+        for _, record_id in responses[uri]:
+            assert requests.get(record_id) == uri, f"no request record for {uri}"
+    # Once per fetch: as many robots.txt responses as the server answered robots.txt fetches.
+    fetches = sum(e["path"] == "/robots.txt" for e in server.log())
+    robots_uris = [u for u in responses if u.endswith(("/robots.txt", "/robots-moved.txt"))]
+    assert sum(len(responses[u]) for u in robots_uris) == fetches == 5
+
+
+def assert_robots_rows(server: Scripted, rows: list[dict], warc_dir: Path) -> None:
+    """One `robots` export row per fetch, pointing at its response record."""
+    robots = [r for r in rows if r["kind"] == "robots"]
+    by_url = defaultdict(list)
+    for row in robots:
+        by_url[row["final_url"]].append(row["status"])
+    expected = {server.bases[h] + p: statuses for (h, p), statuses in EXPECTED_ROBOTS.items()}
+    assert {url: sorted(s) for url, s in by_url.items()} == {
+        url: sorted(s) for url, s in expected.items()
+    }
+    for row in robots:
+        assert row["url"].endswith("/robots.txt")
+        with (warc_dir / row["warc_file"]).open("rb") as stream:
+            stream.seek(row["warc_offset"])
+            record = next(iter(ArchiveIterator(stream)))
+            assert record.rec_headers.get_header("WARC-Target-URI") == row["final_url"]
+    kinds = Counter(r["kind"] for r in rows)
+    assert kinds == {"page": 4 * 4, "sitemap": 4, "robots": 5}, kinds  # /, /a, pdf, png
+
+
+def assert_not_html_apart(stats: dict) -> None:
+    """PDFs and images are downloads, not errors."""
+    assert stats["not_html"] == 8
+    assert stats["errors"] == {}, stats["errors"]
+
+
+@pytest.fixture
+def scripted(tmp_path: Path):
+    server = start_scripted(tmp_path, site_script())
+    yield server
+    server.stop()
+
+
+def crawl_args(server: Scripted) -> list[str]:
+    seeds = [base + "/" for base in server.bases]
+    return [*seeds, "--allow-private", "--delay", "0", "--robots-retry-wait", "0.2"]
+
+
+def export_all(*source: str) -> list[dict]:
+    out = run_trawler("export", *source, "--kind", "page,sitemap,robots", "--include-noindex")
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def stats_json(*source: str) -> dict:
+    out = run_trawler("stats", *source, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_embedded_archives_every_robots_fetch(scripted: Scripted, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    out = run_trawler("crawl", *crawl_args(scripted), "--data", str(data))
+    assert out.returncode == 0, out.stderr
+    assert "8 not HTML, 0 errors in this run" in out.stderr, out.stderr
+    for line in (line for line in out.stderr.splitlines() if " pages/s " in line):
+        assert "not HTML | 0 errors |" in line, line  # the progress line, when one was due
+    assert_robots_archived(scripted, data / "warc")
+    assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
+    stats = stats_json("--data", str(data))
+    assert_not_html_apart(stats)
+    assert stats["kinds"] == {"page": 16, "sitemap": 4, "robots": 5}
+
+
+def test_embedded_robots_written_once_across_a_restart(scripted: Scripted, tmp_path: Path) -> None:
+    """robots.txt kept across the restart is used, not fetched again: no second record.
+    (The 503 of host 2 is kept too, and its retry is a fetch of its own, archived.)"""
+    data = tmp_path / "data"
+    first = run_trawler("crawl", *crawl_args(scripted), "--data", str(data), "-q",
+                        "--max-pages", "6")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    before = sum(e["path"] == "/robots.txt" for e in scripted.log())
+    # A new seed carries the finished job on, with the URLs it left queued.
+    second = run_trawler("crawl", scripted.bases[0] + "/a", "--data", str(data), "-q",
+                         "--max-pages", "100")  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    # Every host's robots.txt was fetched before the restart (host 2's retry may fall
+    # on either side of it); the second run used the kept ones.
+    assert before >= 4 and len([e for e in scripted.log() if e["path"] == "/"]) == 4
+    assert_robots_archived(scripted, data / "warc")
+    assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
+
+
+def test_distributed_archives_every_robots_fetch(
+    scripted: Scripted, tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    db = ["--postgres", fresh_postgres_url]
+    out = subprocess.run([*TRAWLER, "submit", *crawl_args(scripted), "--redis", redis_url, *db],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().splitlines()[-1]
+    warc_dir = tmp_path / "warc"
+    # Two workers: robots.txt one of them fetched is used by the other through Redis,
+    # and archived once, by the worker that fetched it.
+    command = [*TRAWLER, "worker", "--redis", redis_url, *db, "--warc-dir", str(warc_dir),
+               "--exit-when-idle", "-q"]  # fmt: skip
+    workers = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for worker in workers:
+        _, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr
+    assert_robots_archived(scripted, warc_dir)
+    assert_robots_rows(scripted, export_all(*db, "--job", job), warc_dir)
+    stats = stats_json("--redis", redis_url, *db, "--job", job)
+    assert_not_html_apart(stats)
+    assert stats["kinds"] == {"page": 16, "sitemap": 4, "robots": 5}
