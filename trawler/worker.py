@@ -134,6 +134,7 @@ class Worker:
         self._job_id: str | None = None
         self._backend: DistributedBackend | None = None
         self._pages_before = 0  # the job's pages stored when this worker joined it
+        self._beat_done = asyncio.Event()
 
     def stop(self) -> None:
         self.stopping = True
@@ -147,7 +148,7 @@ class Worker:
         options.warc_dir.mkdir(parents=True, exist_ok=True)
         _repair_warc(options.warc_dir)
         store, registry = await self._connect()
-        beating = asyncio.create_task(self._heartbeat(registry))
+        beating = self.start_heartbeat(registry)
         try:
             await self._work(store)
         except (OutageAbandoned, ServiceUnavailable):
@@ -155,9 +156,7 @@ class Worker:
                 raise
         finally:
             self._log_outage_at_stop()
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await beating
+            await self.stop_heartbeat(beating)
             await self._leave(registry)
             await store.close()
             # Again on the way out: a peer killed during this run leaves its file
@@ -215,14 +214,31 @@ class Worker:
         if complete:
             await store.set_job_state(job_id, "finished")
 
-    async def _heartbeat(self, registry: WorkerRegistry) -> None:
+    def start_heartbeat(self, registry: WorkerRegistry) -> asyncio.Task[None]:
+        """The beat, until ``stop_heartbeat``."""
+        self._beat_done = asyncio.Event()
+        return asyncio.create_task(self._heartbeat(registry, self._beat_done))
+
+    async def stop_heartbeat(self, beating: asyncio.Task[None]) -> None:
+        """End the beat. Cancelling alone is not enough: a client may turn the
+        cancellation of a beat in flight into an ordinary error (redis-py: "Timeout
+        connecting to server"), which the loop logs and goes on from; the
+        ``done`` event ends the loop whatever happens to the cancellation."""
+        self._beat_done.set()
+        beating.cancel()
+        await asyncio.wait({beating})
+        if not beating.cancelled() and (exc := beating.exception()) is not None:
+            log.debug("heartbeat ended with %s", exc)
+
+    async def _heartbeat(self, registry: WorkerRegistry, done: asyncio.Event) -> None:
         """Tell `trawler workers` this worker is alive, every second of its life."""
-        while True:
+        while not done.is_set():
             try:  # an outage waits inside heartbeat(); nothing else may end the beat
                 await registry.heartbeat(self.options.worker_id, *self._beat())
             except Exception as exc:
                 log.debug("heartbeat failed: %s", exc)
-            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), HEARTBEAT_S)
 
     def _beat(self) -> tuple[str, str | None, int, str | None]:
         """(state, job, pages done, current host) for the next heartbeat."""
