@@ -245,3 +245,31 @@ async def test_a_url_handed_out_again_is_acknowledged_once(make) -> None:
     await other.finish_host(rest.host)
     await other.commit([], [rest])
     assert await asyncio.wait_for(other.next(), 5) is None
+
+
+# -- the seen set ---------------------------------------------------------------------
+async def test_the_seen_set_splits_its_buckets_and_stays_exact(make, own_redis) -> None:
+    """Buckets from 2**4 up (2**16 in a real job): 40,000 URLs split them a few
+    rounds, each stays packed (listpack, ≤ 128 fields), ≤ 20 B a URL, and every
+    URL is found again while fresh ones are not (a fixed 16-bit bucket count
+    packs only 8.4 M URLs; beyond, ~51 B a URL)."""
+    frontier = await make(seen_base_bits=4)
+    urls = [req(f"http://h{i % 50}.test/{i}") for i in range(40_000)]
+    for i in range(0, len(urls), 4000):
+        assert len(await frontier.filter_new(urls[i : i + 4000])) == 4000
+        await frontier.commit(urls[i : i + 4000], [])
+    assert await frontier.filter_new(urls) == []
+    fresh = [req(f"http://h{i % 50}.test/new{i}") for i in range(5000)]
+    assert len(await frontier.filter_new(fresh)) == 5000
+    client = Redis.from_url(own_redis.url)
+    keys = [k async for k in client.scan_iter(match="trawler:{job1}:seen:*", count=1000)]
+    sizes = [await client.hlen(k) for k in keys]
+    encodings = {await client.object("encoding", k) for k in keys}
+    total = sum([await client.memory_usage(k, samples=0) or 0 for k in keys])
+    meta = await client.hgetall("trawler:{job1}:seenmeta")
+    await client.aclose()
+    assert sum(sizes) == 40_000 == await frontier.urls_seen()
+    assert len(keys) > 2**4 * 16 and max(sizes) <= 128 and encodings == {b"listpack"}
+    assert int(meta[b"count"]) == 40_000 and int(meta[b"level"]) >= 4
+    print(f"\nseen: {total / 40_000:.1f} B a URL in {len(keys)} buckets, {meta}")
+    assert total / 40_000 <= 20

@@ -10,8 +10,9 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
     trawler:{job}:d:<host>      ZSET  the depths d that have a list
     trawler:{job}:q:<host>      ZSET  URLs queued by an older version (JSON members)
     trawler:{job}:ready         ZSET  hosts with queued URLs, score = next-allowed (ms)
-    trawler:{job}:seen:<hhhh>   HASH  URL-seen set: bucket = first 2 bytes of the
-                                      fingerprint, field = the other 6 (~12 B a URL)
+    trawler:{job}:seen:<hhhh>   HASH  URL-seen set: bucket = first 16 bits of the
+    trawler:{job}:seen:<b>:<x>        fingerprint, or b bits once split, field = the
+    trawler:{job}:seenmeta      HASH  last 6 bytes (~12 B a URL: redis_seen.py)
     trawler:{job}:lease         HASH  fp -> "worker depth host payload" for URLs handed out
     trawler:{job}:lease_exp     ZSET  fp -> lease expiry (ms)
     trawler:{job}:requeued      HASH  fp of URLs whose lease expired and went back to a queue
@@ -74,6 +75,7 @@ from trawler.frontier.redis_codec import (
 )
 from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
 from trawler.frontier.redis_robots import SharedRobots
+from trawler.frontier.redis_seen import SEEN_BASE_BITS
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
@@ -92,6 +94,7 @@ class RedisFrontierOptions:
     busy_retry_s: float = 0.2  # look again at a host another job is holding
     auto_renew: bool = True  # renew leases, refresh stats and clock in the background
     prefix: str = "trawler"
+    seen_base_bits: int = SEEN_BASE_BITS  # tests only: buckets split from 2**bits up
 
 
 class RedisFrontier:
@@ -166,7 +169,8 @@ class RedisFrontier:
         unique = list({r.fp: r for r in requests}.values())
         fresh: list[CrawlRequest] = []
         for chunk in chunks(unique):
-            seen = await self._run("SEEN", [fp8(r.fp) for r in chunk])
+            fps = [fp8(r.fp) for r in chunk]
+            seen = await self._run("SEEN", [self.options.seen_base_bits, *fps])
             fresh += [r for r, known in zip(chunk, seen, strict=True) if not known]
         return fresh
 
@@ -179,10 +183,11 @@ class RedisFrontier:
         then its URLs stay leased, and are fetched again if this worker dies.
         """
         for chunk in chunks(new_requests):
-            if await self._run("COMMIT", commit_new_args(chunk)):
+            if await self._run("COMMIT", [self.options.seen_base_bits, *commit_new_args(chunk)]):
                 self._wake.set()
         for chunk in chunks(done):
-            await self._run("COMMIT", commit_done_args(chunk, self._inflight))
+            args = commit_done_args(chunk, self._inflight)
+            await self._run("COMMIT", [self.options.seen_base_bits, *args])
             for r in chunk:
                 self._inflight.pop(r.fp, None)
             self._wake.set()

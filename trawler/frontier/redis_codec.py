@@ -32,7 +32,9 @@ from trawler.records import CrawlRequest
 
 T = TypeVar("T")
 
-SCRIPT_CHUNK = 10_000  # URLs per script call at most: Redis runs one script at a time
+# URLs per script call at most. Redis runs one script at a time and serves no
+# other client meanwhile: a call of 2,000 takes ~40 ms (10,000: ~200 ms).
+SCRIPT_CHUNK = 2_000
 HTTPS = "\x02"  # control characters never occur in a normalised URL
 _DEFAULTS = (0, "page", None)  # attempts, kind, lastmod
 

@@ -34,6 +34,8 @@ flight (workers x concurrency). A held host is its host HASH
 host whose worker died is freed when its hold expires.
 """
 
+from trawler.frontier.redis_seen import SEEN, SEEN_LIB
+
 PRELUDE = """
 local jp, hp = ARGV[1], ARGV[2]
 local function n2s(x) return string.format('%.0f', x) end
@@ -310,28 +312,31 @@ return 1
 """
 )
 
-# ARGV: jp, hp, job, n_new, n_done, then n_new x (fp8, host, depth, payload),
-# then n_done x (lease key, host, depth, payload). Re-running it changes nothing
-# more: the seen set admits a URL once, an acknowledgement removes what is there.
+# ARGV: jp, hp, job, seen base bits, n_new, n_done, then n_new x (fp8, host,
+# depth, payload), then n_done x (lease key, host, depth, payload). Re-running it
+# changes nothing more: the seen set admits a URL once, an acknowledgement
+# removes what is there.
 COMMIT = (
     PRELUDE
+    + SEEN_LIB
     + """
-local job, n_new, n_done = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local job, n_new, n_done = ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
+local s = seen_state(ARGV[4])
 local added, touched = 0, {}
 for i = 0, n_new - 1 do
-  local fp8, host = ARGV[6 + 4 * i], ARGV[7 + 4 * i]
-  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(fp8, 1, 2))
-  if redis.call('HSETNX', bucket, string.sub(fp8, 3), '') == 1 then
-    push(host, ARGV[8 + 4 * i], ARGV[9 + 4 * i], false)
+  local fp8, host = ARGV[7 + 4 * i], ARGV[8 + 4 * i]
+  if redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
+    push(host, ARGV[9 + 4 * i], ARGV[10 + 4 * i], false)
     added = added + 1
     touched[host] = true
   end
 end
+seen_grow(s, added)
 if added > 0 then redis.call('INCRBY', jp .. 'queued', added) end
 for host in pairs(touched) do
   if not held_by_job(hp .. host, job) then schedule(host, host_next(host)) end
 end
-local base = 6 + 4 * n_new
+local base = 7 + 4 * n_new
 local requeued = n_done > 0 and redis.call('EXISTS', jp .. 'requeued') == 1
 for i = 0, n_done - 1 do
   local fp, host = ARGV[base + 4 * i], ARGV[base + 1 + 4 * i]
@@ -374,17 +379,6 @@ end
 return 1
 """
 )
-
-# ARGV: jp, seen fingerprints (8 bytes each) -> list of 0/1 (1 = seen)
-SEEN = """
-local jp = ARGV[1]
-local out = {}
-for i = 2, #ARGV do
-  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(ARGV[i], 1, 2))
-  out[i - 1] = redis.call('HEXISTS', bucket, string.sub(ARGV[i], 3))
-end
-return out
-"""
 
 SCRIPTS = {
     "NEXT": NEXT,
