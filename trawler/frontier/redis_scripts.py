@@ -239,10 +239,9 @@ local job, worker, host = ARGV[3], ARGV[4], ARGV[6]
 local now = now_ms()
 local hkey = hp .. host
 local h = redis.call('HMGET', hkey, 'owner', 'until', 'next', unpack(HEALTH))
--- held by this worker already: an ACQUIRE retried after its answer was lost
-if h[1] and h[1] ~= worker and tonumber(h[2] or 0) > now then return {0, tonumber(h[2]) - now} end
+if h[1] and tonumber(h[2] or 0) > now then return {0, tonumber(h[2]) - now} end
 local next_at = tonumber(h[3] or 0)
-if h[1] and h[1] ~= worker then next_at = end_dead_hold(hkey) end
+if h[1] then next_at = end_dead_hold(hkey) end
 local expires = n2s(now + tonumber(ARGV[5]))
 local gap = hold_gap(hkey, ARGV[7], ARGV[8])
 redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires, 'gap', gap)
