@@ -151,14 +151,9 @@ async def guarded(health: ServiceHealth | None, operation: Callable[[], Awaitabl
 
 
 def redis_health(url: str) -> ServiceHealth:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from trawler.frontier.redis_conn import transient_redis_error
 
-    def transient(exc: BaseException) -> bool:
-        # BusyLoadingError (Redis reading its AOF after a restart) is a ConnectionError.
-        return isinstance(exc, RedisConnectionError | RedisTimeoutError)
-
-    return ServiceHealth("Redis", _address(url), transient)
+    return ServiceHealth("Redis", _address(url), transient_redis_error)
 
 
 def postgres_health(url: str) -> ServiceHealth:

@@ -6,14 +6,18 @@ get the same host at once nor within its interval.
 
 Key layout, per job (hash tag ``{job}``) and per host across all jobs:
 
-    trawler:{job}:q:<host>      ZSET  queued URLs, score depth*1e12 + sequence
+    trawler:{job}:l:<d>:<host>  LIST  URLs queued at depth d, compact entries (redis_codec.py)
+    trawler:{job}:d:<host>      ZSET  the depths d that have a list
+    trawler:{job}:q:<host>      ZSET  URLs queued by an older version (JSON members)
     trawler:{job}:ready         ZSET  hosts with queued URLs, score = next-allowed (ms)
-    trawler:{job}:seen:<hhhh>   HASH  URL-seen set: bucket = first 2 bytes of the
-                                      fingerprint, field = the other 6 (~12 B a URL)
-    trawler:{job}:lease         HASH  fp -> "worker payload" for URLs handed out
+    trawler:{job}:seen:<hhhh>   HASH  URL-seen set: bucket = first 16 bits of the
+    trawler:{job}:seen:<b>:<x>        fingerprint, or b bits once split, field = the
+    trawler:{job}:seenmeta      HASH  last 6 bytes (~12 B a URL: redis_seen.py)
+    trawler:{job}:lease         HASH  fp -> "worker depth host payload" for URLs handed out
     trawler:{job}:lease_exp     ZSET  fp -> lease expiry (ms)
+    trawler:{job}:requeued      HASH  fp of URLs whose lease expired and went back to a queue
     trawler:{job}:held          ZSET  host -> hold expiry, for hosts this job holds
-    trawler:{job}:queued, :seq  counters
+    trawler:{job}:queued        counter
     trawler:{job}:robots:<profile>:<origin>  HASH  a robots.txt fetch that failed (TTL)
     trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
     trawler:robots:<profile>:<origin>  HASH  a robots.txt answer, for every job whose
@@ -23,7 +27,11 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
 
 Outages: with a ``ServiceHealth`` (outage.py), every Redis call is retried
 through an outage of any length, so a fetch task's call waits instead of
-failing its URL. Lease time runs only while the job's frontier is in use: a
+failing its URL; so is a BUSY answer (another client's script running long)
+and a timeout. Each script call does bounded work: a batch of URLs goes in
+chunks of ``SCRIPT_CHUNK``, so the longest call stays far below the client's
+socket timeout (redis_conn.py), and a call is never re-sent while Redis may
+still be running it. Lease time runs only while the job's frontier is in use: a
 gap in which no worker reached Redis pushes the job's leases and holds back
 by its length (redis_scripts.py), so after a long outage the live workers
 keep their URLs and hosts, while a dead worker's still expire.
@@ -53,13 +61,21 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from trawler.frontier import redis_scripts as lua
-from trawler.frontier.redis_codec import decode_request, encode_request, fp8, ms
-from trawler.frontier.redis_conn import RedisClock, connect_redis
+from trawler.frontier.redis_codec import (
+    chunks,
+    commit_done_args,
+    commit_new_args,
+    decode_request,
+    encode_request,
+    fp8,
+    lease_key,
+    ms,
+)
+from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
 from trawler.frontier.redis_robots import SharedRobots
+from trawler.frontier.redis_seen import SEEN_BASE_BITS
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
@@ -78,6 +94,7 @@ class RedisFrontierOptions:
     busy_retry_s: float = 0.2  # look again at a host another job is holding
     auto_renew: bool = True  # renew leases, refresh stats and clock in the background
     prefix: str = "trawler"
+    seen_base_bits: int = SEEN_BASE_BITS  # tests only: buckets split from 2**bits up
 
 
 class RedisFrontier:
@@ -110,7 +127,7 @@ class RedisFrontier:
         self._robots = SharedRobots(client, f"{options.prefix}:", self._jp, health)
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
         self._crawl_delay_dirty: set[str] = set()
-        self._inflight: dict[int, str] = {}  # fp -> payload of URLs leased to this worker
+        self._inflight: dict[int, bytes] = {}  # fp -> payload of URLs leased to this worker
         self._clock = RedisClock()
         self._stats = (0, 0, 0)  # queued, leased, active hosts
         self._closed = False
@@ -150,21 +167,29 @@ class RedisFrontier:
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Drop URLs in the seen set and repeats; commit() marks the rest seen."""
         unique = list({r.fp: r for r in requests}.values())
-        if not unique:
-            return []
-        seen = await self._run("SEEN", [fp8(r.fp) for r in unique])
-        return [r for r, known in zip(unique, seen, strict=True) if not known]
+        fresh: list[CrawlRequest] = []
+        for chunk in chunks(unique):
+            fps = [fp8(r.fp) for r in chunk]
+            seen = await self._run("SEEN", [self.options.seen_base_bits, *fps])
+            fresh += [r for r, known in zip(chunk, seen, strict=True) if not known]
+        return fresh
 
     async def commit(self, new_requests: list[CrawlRequest], done: list[CrawlRequest]) -> None:
-        """Schedule unseen new URLs and acknowledge ``done``, in one script (idempotent)."""
-        args: list[str | bytes | int] = [len(new_requests), len(done)]
-        for r in new_requests:
-            args += [fp8(r.fp), r.host, r.depth, encode_request(r)]
-        for r in done:
-            args += [str(r.fp), r.host, self._inflight.pop(r.fp, "") or encode_request(r)]
-        if await self._run("COMMIT", args):
-            self._wake.set()
-        if done:
+        """Schedule unseen new URLs, then acknowledge ``done``.
+
+        One script call per ``SCRIPT_CHUNK`` URLs; each is idempotent, so a call
+        retried after an unknown outcome, or a whole commit retried after a
+        failure half-way, schedules each URL once. ``done`` goes last: until
+        then its URLs stay leased, and are fetched again if this worker dies.
+        """
+        for chunk in chunks(new_requests):
+            if await self._run("COMMIT", [self.options.seen_base_bits, *commit_new_args(chunk)]):
+                self._wake.set()
+        for chunk in chunks(done):
+            args = commit_done_args(chunk, self._inflight)
+            await self._run("COMMIT", [self.options.seen_base_bits, *args])
+            for r in chunk:
+                self._inflight.pop(r.fp, None)
             self._wake.set()
 
     async def next(self) -> CrawlRequest | None:
@@ -183,10 +208,10 @@ class RedisFrontier:
             if reply[0] == 0:
                 return None
             if reply[0] == 2:
-                payload = reply[1].decode()
-                request = decode_request(payload)
+                payload, host, depth = reply[1], reply[2].decode(), int(reply[3])
+                request = decode_request(payload, host, depth)
                 self._inflight[request.fp] = payload
-                self._hold(request.host, *reply[2:])
+                self._hold(request.host, *reply[4:])
                 return request
             wait_s = opts.max_wait_s if reply[1] < 0 else min(reply[1] / 1000, opts.max_wait_s)
             await self._wait_wake(wait_s)
@@ -212,9 +237,9 @@ class RedisFrontier:
         It waits in Redis, not in this process, so it survives the worker;
         until it is due it counts as work in progress.
         """
-        self._inflight.pop(request.fp, None)
-        args: list[str | bytes | int] = [self.worker_id, str(request.fp), encode_request(request)]
-        await self._run("RETRY_LATER", [*args, ms(delay_s)])
+        key = lease_key(self._inflight.pop(request.fp, b"") or encode_request(request))
+        args: list[str | bytes | int] = [self.worker_id, key, encode_request(request)]
+        await self._run("RETRY_LATER", [*args, request.host, request.depth, ms(delay_s)])
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
@@ -270,8 +295,9 @@ class RedisFrontier:
         slot = self._held.get(request.host)
         if slot is not None:
             slot.next_allowed_at = max(slot.next_allowed_at, time.monotonic() + delay_s)
-        payload = self._inflight.pop(request.fp, None) or encode_request(request)
-        args: list[str | bytes | int] = [self.worker_id, str(request.fp), payload, request.host]
+        payload = self._inflight.pop(request.fp, b"") or encode_request(request)
+        key = lease_key(payload)
+        args: list[str | bytes | int] = [self.worker_id, key, payload, request.host]
         await self._run("HAND_BACK", [*args, request.depth, ms(delay_s)])
         self._wake.set()
 
@@ -311,7 +337,7 @@ class RedisFrontier:
         """Push back the expiry of this worker's URL leases and host holds."""
         if not self._inflight and not self._held:
             return
-        fps = [str(fp) for fp in self._inflight]
+        fps = [lease_key(payload) for payload in self._inflight.values()]
         lease_ms = ms(self.options.lease_timeout_s)
         await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *self._held])
 
@@ -400,5 +426,7 @@ class RedisFrontier:
                 if self._clock.stale(now):
                     await self._sync_clock()
                 await self._refresh_stats()
-            except (RedisConnectionError, RedisTimeoutError):
-                continue  # Redis is restarting: the client retries on the next call
+            except Exception as exc:
+                if not transient_redis_error(exc):
+                    raise
+                continue  # Redis is restarting or busy: try again on the next round

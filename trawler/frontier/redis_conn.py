@@ -18,27 +18,50 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 CLOCK_SYNC_S = 30.0
 MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
+# Far above the slowest script call (each does bounded work: redis.py's
+# SCRIPT_CHUNK, tens of ms) and above Redis's own busy-reply-threshold (5 s by
+# default), after which Redis answers BUSY, retried by the ServiceHealth. At
+# redis-py's 5 s default, a script slower than that was cut off and sent again
+# while Redis was still running it: run twice, and BUSY for everyone meanwhile.
+SOCKET_TIMEOUT_S = 30.0
 
 
-def connect_redis(url: str, max_connections: int = MAX_CONNECTIONS) -> Redis:
+def connect_redis(
+    url: str, max_connections: int = MAX_CONNECTIONS, socket_timeout_s: float = SOCKET_TIMEOUT_S
+) -> Redis:
     """A client that reconnects through a Redis restart (AOF brings the state back).
 
     The pool blocks when all its connections are busy: redis-py's default pool
     raises MaxConnectionsError instead, and a worker's tasks (one per request in
     flight) all call Redis at once when a wave of responses comes in. Its own
-    retries only replace connections a restart broke; a longer outage is the
-    ``ServiceHealth``'s to ride out (and to log once).
+    retries only replace connections a restart broke, never a call that timed
+    out (Redis may still be running it); a longer outage, a timeout and BUSY
+    are the ``ServiceHealth``'s to ride out (and to log once).
     """
     retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), 3)
     pool = BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=60, retry=retry,
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        retry_on_error=[RedisConnectionError], socket_timeout=socket_timeout_s,
     )  # fmt: skip
     return Redis(connection_pool=pool)
+
+
+def transient_redis_error(exc: BaseException) -> bool:
+    """Worth trying again later: Redis unreachable, restarting, slow, or BUSY.
+
+    BUSY means another client's script is running long; Redis did not run our
+    command, so any command may be sent again. BusyLoadingError (Redis reading
+    its AOF after a restart) is a ConnectionError.
+    """
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return True
+    message = str(exc)  # in a pipeline: "Command # 1 (...) of pipeline caused error: ('BUSY..."
+    return isinstance(exc, ResponseError) and (message.startswith("BUSY") or "('BUSY " in message)
 
 
 @dataclass(slots=True)

@@ -10,13 +10,31 @@ ARGV[2] the host prefix ``trawler:host:``; per-host keys are built inside the
 scripts, which a single Redis allows and Redis Cluster does not (redis.py
 explains how we would shard).
 
-A queued URL is a member of its host's queue ZSET: the JSON array
-``["fp", depth, "host", "url", parent, attempts]`` (``fp`` as a decimal
-string: Lua numbers are doubles). A lease is ``lease`` HASH fp -> "worker
-payload" plus ``lease_exp`` ZSET fp -> expiry. A held host is its host HASH
+A queued URL is an entry (redis_codec.py: the URL, its parent, its 8-byte
+fingerprint last) at the back of the LIST ``l:<depth>:<host>``; the ZSET
+``d:<host>`` lists the depths that have such a list, so NEXT pops the front
+of the lowest. Lists of short strings stay packed (listpack), a few bytes over
+the entries' length, however long they grow; a ZSET member costs ~100 B more
+beyond 128 members or 64 bytes. A URL handed back goes to the front of its
+list. Older versions queued JSON members in the ZSET ``q:<host>``: NEXT takes
+those first, so a job queued before an upgrade is crawled after it.
+
+A lease is ``lease`` HASH key -> "worker depth host payload" plus ``lease_exp``
+ZSET key -> expiry; the key is the entry's 8-byte fingerprint (the decimal one
+of an older entry). ``requeued`` HASH names the leases that expired and went
+back to a queue: a late acknowledgement takes such a URL out again (LREM, near
+the front, or the whole list once if it was handed out again meanwhile), while
+every other acknowledgement costs no queue search.
+
+No script loops over the URLs of a job: COMMIT and SEEN over their arguments
+(the Python side sends at most ``SCRIPT_CHUNK`` URLs a call), reclaim over
+``reclaim_limit`` expired entries, RENEW and lease_clock over the URLs in
+flight (workers x concurrency). A held host is its host HASH
 (owner, job, until) plus the job's ``held`` ZSET host -> expiry, so that a
 host whose worker died is freed when its hold expires.
 """
+
+from trawler.frontier.redis_seen import SEEN, SEEN_LIB
 
 PRELUDE = """
 local jp, hp = ARGV[1], ARGV[2]
@@ -27,7 +45,6 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function front(depth) return n2s(depth * 1e12) end
 local function held_by_job(hkey, job)
   local h = redis.call('HMGET', hkey, 'owner', 'job')
   return h[1] and h[2] == job
@@ -54,13 +71,54 @@ local function end_dead_hold(hkey)
   redis.call('HDEL', hkey, 'owner', 'job', 'until', 'gap')
   return next_at
 end
--- A URL goes back to the front of its depth level in its host's queue.
-local function requeue(payload, now)
-  local r = cjson.decode(payload)
-  if redis.call('ZADD', jp .. 'q:' .. r[3], front(r[2]), payload) == 1 then
-    redis.call('INCR', jp .. 'queued')
+local function qkey(host, depth) return jp .. 'l:' .. depth .. ':' .. host end
+-- A URL joins its host's queue: at the back, or again at the front of its depth.
+-- A depth stays in d:<host> until a pop finds its list gone (one command less a URL).
+local function push(host, depth, payload, again)
+  if redis.call(again and 'LPUSH' or 'RPUSH', qkey(host, depth), payload) == 1 then
+    redis.call('ZADD', jp .. 'd:' .. host, 'NX', depth, depth)
   end
-  if not held_by_job(hp .. r[3], ARGV[3]) then schedule(r[3], math.max(now, host_next(r[3]))) end
+end
+local function has_queued(host)
+  return redis.call('EXISTS', jp .. 'd:' .. host, jp .. 'q:' .. host) > 0
+end
+-- The front URL of the host's lowest depth: payload, depth; nil when none.
+-- (Loops over the host's depths, at most max_depth + 1.) URLs an older version
+-- queued come after the new ones: only while a job crawls through an upgrade.
+local function pop(host)
+  local dkey = jp .. 'd:' .. host
+  while true do
+    local depth = redis.call('ZRANGE', dkey, 0, 0)[1]
+    if not depth then break end
+    local payload = redis.call('LPOP', qkey(host, depth))
+    if payload then return payload, depth end
+    redis.call('ZREM', dkey, depth)
+  end
+  local old = redis.call('ZPOPMIN', jp .. 'q:' .. host)
+  if #old > 0 then return old[1], string.format('%d', math.floor(old[2] / 1e12)) end
+  return nil
+end
+local function lease_key(payload)
+  if string.sub(payload, 1, 1) == '[' then return string.match(payload, '^%["(%-?%d+)"') end
+  return string.sub(payload, -8)
+end
+-- "depth host payload" of a lease or a delayed URL -> host, depth, payload
+-- (a JSON member of an older version carries its own host and depth)
+local function unpack_entry(e)
+  if string.sub(e, 1, 1) == '[' then
+    local r = cjson.decode(e)
+    return r[3], string.format('%d', r[2]), e
+  end
+  local a = string.find(e, ' ', 1, true)
+  local b = string.find(e, ' ', a + 1, true)
+  return string.sub(e, a + 1, b - 1), string.sub(e, 1, a - 1), string.sub(e, b + 1)
+end
+-- A URL goes back to the front of its depth level in its host's queue.
+local function requeue(entry, now)
+  local host, depth, payload = unpack_entry(entry)
+  push(host, depth, payload, true)
+  redis.call('INCR', jp .. 'queued')
+  if not held_by_job(hp .. host, ARGV[3]) then schedule(host, math.max(now, host_next(host))) end
 end
 -- Lease time runs only while the job's frontier is in use. Every live worker
 -- of the job runs NEXT or RENEW at least every lease/3, so a longer gap since
@@ -95,7 +153,10 @@ local function reclaim(now, limit)
     local v = redis.call('HGET', jp .. 'lease', fp)
     redis.call('HDEL', jp .. 'lease', fp)
     redis.call('ZREM', jp .. 'lease_exp', fp)
-    if v then requeue(string.sub(v, string.find(v, ' ', 1, true) + 1), now) end
+    if v then
+      requeue(string.sub(v, string.find(v, ' ', 1, true) + 1), now)
+      redis.call('HSET', jp .. 'requeued', fp, 1)
+    end
   end
   local due = redis.call('ZRANGEBYSCORE', jp .. 'delayed', '-inf', n2s(now), 'LIMIT', 0, limit)
   for _, payload in ipairs(due) do
@@ -108,7 +169,7 @@ local function reclaim(now, limit)
     local hkey = hp .. host
     local h = redis.call('HMGET', hkey, 'job', 'until')
     if h[1] == ARGV[3] and tonumber(h[2] or 0) <= now then end_dead_hold(hkey) end
-    if redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
+    if has_queued(host) then
       schedule(host, math.max(now, host_next(host)))
     end
   end
@@ -116,7 +177,8 @@ end
 """
 
 # ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms
-# -> {0} done | {1, wait_ms} (-1: nothing ready) | {2, payload, next, crawl_delay, health...}
+# -> {0} done | {1, wait_ms} (-1: nothing ready)
+# | {2, payload, host, depth, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
     + """
@@ -149,18 +211,18 @@ for _ = 1, 16 do
     redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
   else
     redis.call('ZREM', jp .. 'ready', host)
-    local item = redis.call('ZPOPMIN', jp .. 'q:' .. host)
-    if #item > 0 then
+    local payload, depth = pop(host)
+    if payload then
       redis.call('DECR', jp .. 'queued')
       local expires = n2s(now + lease_ms)
       local gap = hold_gap(hkey, ARGV[8], ARGV[9])
       redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires, 'gap', gap)
       redis.call('ZADD', jp .. 'held', expires, host)
-      local payload = item[1]
-      local fp = string.match(payload, '^%["(%-?%d+)"')
-      redis.call('HSET', jp .. 'lease', fp, worker .. ' ' .. payload)
-      redis.call('ZADD', jp .. 'lease_exp', expires, fp)
-      return {2, payload, next_at, h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
+      local key = lease_key(payload)
+      local entry = depth .. ' ' .. host .. ' ' .. payload
+      redis.call('HSET', jp .. 'lease', key, worker .. ' ' .. entry)
+      redis.call('ZADD', jp .. 'lease_exp', expires, key)
+      return {2, payload, host, depth, next_at, h[4] or '', h[5] or '', h[6] or '', h[7] or ''}
     end
   end
 end
@@ -207,14 +269,14 @@ if ours then
   redis.call('ZREM', jp .. 'held', host)
 end
 -- a host taken over after our hold expired is scheduled by its new holder
-if (ours or h[3] ~= job) and redis.call('ZCARD', jp .. 'q:' .. host) > 0 then
+if (ours or h[3] ~= job) and has_queued(host) then
   redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
 end
 return 1
 """
 )
 
-# ARGV: jp, hp, job, worker, fp, payload, host, depth, delay_ms
+# ARGV: jp, hp, job, worker, lease key, payload, host, depth, delay_ms
 HAND_BACK = (
     PRELUDE
     + """
@@ -223,9 +285,8 @@ local v = redis.call('HGET', jp .. 'lease', fp)
 if not v or string.sub(v, 1, #worker + 1) ~= worker .. ' ' then return 0 end
 redis.call('HDEL', jp .. 'lease', fp)
 redis.call('ZREM', jp .. 'lease_exp', fp)
-if redis.call('ZADD', jp .. 'q:' .. host, front(tonumber(ARGV[8])), payload) == 1 then
-  redis.call('INCR', jp .. 'queued')
-end
+push(host, ARGV[8], payload, true)
+redis.call('INCR', jp .. 'queued')
 local next_at = math.max(host_next(host), now_ms() + tonumber(ARGV[9]))
 redis.call('HSET', hp .. host, 'next', n2s(next_at))
 if not held_by_job(hp .. host, job) then schedule(host, next_at) end
@@ -233,7 +294,7 @@ return 1
 """
 )
 
-# ARGV: jp, hp, job, worker, fp, payload (attempts counted), delay_ms
+# ARGV: jp, hp, job, worker, lease key, payload (attempts counted), host, depth, delay_ms
 # The lease is dropped and the URL waits in ``delayed`` until due: it still
 # counts as work in progress, and survives the worker.
 RETRY_LATER = (
@@ -244,41 +305,50 @@ local v = redis.call('HGET', jp .. 'lease', fp)
 if not v or string.sub(v, 1, #worker + 1) ~= worker .. ' ' then return 0 end
 redis.call('HDEL', jp .. 'lease', fp)
 redis.call('ZREM', jp .. 'lease_exp', fp)
-redis.call('ZADD', jp .. 'delayed', n2s(now_ms() + tonumber(ARGV[7])), ARGV[6])
+local entry = ARGV[8] .. ' ' .. ARGV[7] .. ' ' .. ARGV[6]
+redis.call('ZADD', jp .. 'delayed', n2s(now_ms() + tonumber(ARGV[9])), entry)
 return 1
 """
 )
 
-# ARGV: jp, hp, job, n_new, n_done, then n_new x (fp8, host, depth, payload),
-# then n_done x (fp, host, payload). Re-running it changes nothing more.
+# ARGV: jp, hp, job, seen base bits, n_new, n_done, then n_new x (fp8, host,
+# depth, payload), then n_done x (lease key, host, depth, payload). Re-running it
+# changes nothing more: the seen set admits a URL once, an acknowledgement
+# removes what is there.
 COMMIT = (
     PRELUDE
+    + SEEN_LIB
     + """
-local job, n_new, n_done = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local seq = redis.call('INCRBY', jp .. 'seq', n_new) - n_new
+local job, n_new, n_done = ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
+local s = seen_state(ARGV[4])
 local added, touched = 0, {}
 for i = 0, n_new - 1 do
-  local fp8, host = ARGV[6 + 4 * i], ARGV[7 + 4 * i]
-  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(fp8, 1, 2))
-  if redis.call('HSETNX', bucket, string.sub(fp8, 3), '') == 1 then
-    local score = tonumber(ARGV[8 + 4 * i]) * 1e12 + seq + i + 1
-    redis.call('ZADD', jp .. 'q:' .. host, n2s(score), ARGV[9 + 4 * i])
+  local fp8, host = ARGV[7 + 4 * i], ARGV[8 + 4 * i]
+  if redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
+    push(host, ARGV[9 + 4 * i], ARGV[10 + 4 * i], false)
     added = added + 1
     touched[host] = true
   end
 end
+seen_grow(s, added)
 if added > 0 then redis.call('INCRBY', jp .. 'queued', added) end
 for host in pairs(touched) do
   if not held_by_job(hp .. host, job) then schedule(host, host_next(host)) end
 end
-local base = 6 + 4 * n_new
+local base = 7 + 4 * n_new
+local requeued = n_done > 0 and redis.call('EXISTS', jp .. 'requeued') == 1
 for i = 0, n_done - 1 do
-  local fp = ARGV[base + 3 * i]
+  local fp, host = ARGV[base + 4 * i], ARGV[base + 1 + 4 * i]
+  local depth, payload = ARGV[base + 2 + 4 * i], ARGV[base + 3 + 4 * i]
   redis.call('HDEL', jp .. 'lease', fp)
   redis.call('ZREM', jp .. 'lease_exp', fp)
   -- re-queued after its lease expired, but its page is stored now: drop it
-  if redis.call('ZREM', jp .. 'q:' .. ARGV[base + 1 + 3 * i], ARGV[base + 2 + 3 * i]) == 1 then
-    redis.call('DECR', jp .. 'queued')
+  if requeued and redis.call('HDEL', jp .. 'requeued', fp) == 1 then
+    local gone = redis.call('LREM', qkey(host, depth), 1, payload)
+    if string.sub(payload, 1, 1) == '[' then
+      gone = gone + redis.call('ZREM', jp .. 'q:' .. host, payload)
+    end
+    if gone > 0 then redis.call('DECR', jp .. 'queued') end
   end
 end
 return added
@@ -308,17 +378,6 @@ end
 return 1
 """
 )
-
-# ARGV: jp, seen fingerprints (8 bytes each) -> list of 0/1 (1 = seen)
-SEEN = """
-local jp = ARGV[1]
-local out = {}
-for i = 2, #ARGV do
-  local bucket = jp .. 'seen:' .. string.format('%02x%02x', string.byte(ARGV[i], 1, 2))
-  out[i - 1] = redis.call('HEXISTS', bucket, string.sub(ARGV[i], 3))
-end
-return out
-"""
 
 SCRIPTS = {
     "NEXT": NEXT,
