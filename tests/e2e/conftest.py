@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import prioritise
 from trawler.sitegen import Site, SiteSpec
 
 
@@ -34,6 +35,7 @@ def start_testsite(tmp: Path, *extra: str, hosts: int = 3, pages: int = 15) -> S
     cmd = [sys.executable, "-m", "trawler.testsite", "--hosts", str(hosts), "--pages",
            str(pages), "--port", "0", "--access-log", str(log_path), *extra]  # fmt: skip
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    prioritise(process)
     seeds = []
     deadline = time.monotonic() + 20
     assert process.stdout is not None

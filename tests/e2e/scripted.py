@@ -8,6 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.servers import prioritise
+
 
 @dataclass
 class Scripted:
@@ -36,6 +38,7 @@ def start_scripted(tmp: Path, script: dict) -> Scripted:
          "--access-log", str(log_path)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    prioritise(process)
     assert process.stdout is not None
     bases = []
     for line in process.stdout:
