@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from trawler.dedup import url_fingerprint
+from trawler.frontier.seen import SeenSet
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
@@ -203,3 +204,20 @@ async def test_a_data_directory_of_the_older_layout_is_migrated(tmp_path: Path) 
     assert run.frontier.queued == 6
     assert await run.frontier.filter_new(rows) == []
     assert sorted(r.url for r in await run.drain()) == sorted(r.url for r in rows[4:])
+
+
+def test_the_seen_set_is_exact_and_saves_only_committed_urls() -> None:
+    """Through merges of the sorted arrays: every URL marked stays seen, at < 16 B each;
+    the part a snapshot may keep holds exactly the committed URLs."""
+    rng = random.Random(3)
+    fps = list({rng.getrandbits(63) - (1 << 62) for _ in range(200_000)})
+    committed, dropped = fps[:150_000], fps[150_000:]
+    seen = SeenSet()
+    assert all(seen.mark_new(fps))
+    for start in range(0, len(committed), 5000):
+        seen.committed(committed[start : start + 5000], seq=start + 5000)
+    assert not any(seen.mark_new(fps))
+    assert seen.ram_bytes < 16 * len(fps)
+    main, watermark = seen.saved()
+    assert sorted(main.tolist()) == sorted(committed) and watermark == len(committed)
+    assert not any(seen.mark_new(dropped))

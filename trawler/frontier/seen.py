@@ -12,7 +12,9 @@ Three parts, so that the array can be saved and trusted after a restart:
 - ``_committed``: committed since the last merge into ``_main``;
 - ``_pending``: marked seen by ``filter_new`` and not committed yet (they may
   never be: a crash, a URL over its host's budget). They are never saved: a
-  saved one that was never committed would hide its URL for good.
+  saved one that was never committed would hide its URL for good. When they
+  pile up (URLs over their host's budget are never committed) they move to a
+  second sorted array, ``_volatile``, kept for this run only.
 
 Saved at a clean stop (``snapshot.py``); a resume reads the file and only the
 rows committed after it, so it does not scale with the URLs seen before.
@@ -38,6 +40,7 @@ class SeenSet:
         self._main = np.empty(0, dtype=np.int64)
         self._committed: set[int] = set()
         self._pending: set[int] = set()
+        self._volatile = np.empty(0, dtype=np.int64)  # pending ones moved out of the set
         self.watermark = 0  # every committed row with seq <= watermark is in _main
         self._seq = 0  # the highest seq committed so far
         self.view: tuple[np.ndarray, int] = (self._main, 0)  # (array, watermark), consistent
@@ -45,21 +48,25 @@ class SeenSet:
         self.saved_count = 0
 
     def __len__(self) -> int:
-        return len(self._main) + len(self._committed) + len(self._pending)
+        return len(self._main) + len(self._committed) + len(self._pending) + len(self._volatile)
 
     def __contains__(self, fp: int) -> bool:
-        return fp in self._pending or fp in self._committed or self._in_main([fp])[0]
+        return not self.mark_new([fp], mark=False)[0]
 
-    def mark_new(self, fps: Sequence[int]) -> list[bool]:
+    def mark_new(self, fps: Sequence[int], *, mark: bool = True) -> list[bool]:
         """For each fingerprint: True when it was not seen; all are seen afterwards."""
-        in_main = self._in_main(fps)
+        keys = np.fromiter(fps, dtype=np.int64, count=len(fps))
+        in_main = _found(self._main, keys) | _found(self._volatile, keys)
         pending, committed = self._pending, self._committed
         fresh = []
         for fp, old in zip(fps, in_main, strict=True):
             new = not old and fp not in pending and fp not in committed
-            if new:
+            if new and mark:
                 pending.add(fp)
             fresh.append(new)
+        if len(pending) > max(MERGE_MIN, len(self._main) // MERGE_SHARE):
+            self._volatile = _merged(self._volatile, pending)
+            self._pending = set()
         return fresh
 
     def committed(self, fps: Iterable[int], seq: int) -> None:
@@ -77,6 +84,8 @@ class SeenSet:
         if self._committed:
             self._main = _merged(self._main, self._committed)
             self._committed = set()
+            if len(self._volatile):  # those committed since are in _main now
+                self._volatile = self._volatile[~_found(self._main, self._volatile)]
         self.watermark = max(self.watermark, self._seq)
         # One assignment: the writer thread saves it while the loop goes on.
         self.view = (self._main, self.watermark)
@@ -96,25 +105,23 @@ class SeenSet:
     @property
     def ram_bytes(self) -> int:
         """An estimate: 8 bytes per array entry, ~70 per entry of a Python set."""
-        return self._main.nbytes + 70 * (len(self._committed) + len(self._pending))
+        arrays = self._main.nbytes + self._volatile.nbytes
+        return arrays + 70 * (len(self._committed) + len(self._pending))
 
-    def _in_main(self, fps: Sequence[int]) -> np.ndarray:
-        main = self._main
-        if not len(main):
-            return np.zeros(len(fps), dtype=bool)
-        keys = np.fromiter(fps, dtype=np.int64, count=len(fps))
-        at = np.searchsorted(main, keys)
-        at[at == len(main)] = 0
-        return main[at] == keys
+
+def _found(array: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Which ``keys`` the sorted ``array`` holds."""
+    if not len(array):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.searchsorted(array, keys)
+    at[at == len(array)] = 0
+    return array[at] == keys
 
 
 def _merged(main: np.ndarray, extra: set[int]) -> np.ndarray:
     new = np.fromiter(extra, dtype=np.int64, count=len(extra))
     new.sort()
-    if len(main):  # a URL handed back or retried is committed again: keep one copy
-        at = np.searchsorted(main, new)
-        at[at == len(main)] = 0
-        new = new[main[at] != new]
+    new = new[~_found(main, new)]  # a URL handed back or retried is committed again
     return np.insert(main, np.searchsorted(main, new), new)
 
 
