@@ -18,7 +18,7 @@ from trawler.frontier.seen import SeenSet
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
-from trawler.store.sqlite import DB_NAME, connect
+from trawler.store.sqlite import DB_NAME, SqliteStore, connect
 from trawler.urls import host_key
 
 pytestmark = pytest.mark.timeout(120)
@@ -221,3 +221,23 @@ def test_the_seen_set_is_exact_and_saves_only_committed_urls() -> None:
     main, watermark = seen.saved()
     assert sorted(main.tolist()) == sorted(committed) and watermark == len(committed)
     assert not any(seen.mark_new(dropped))
+
+
+async def test_per_host_counts_agree_with_the_rows(tmp_path: Path) -> None:
+    """The counts a resume reads instead of the URLs (queued; admitted, for the
+    per-host budget) are those of the rows, after done, skipped and repeated outcomes."""
+    run = Run(tmp_path)
+    await run.add(many(4, 6))
+    taken = [await run.lease() for _ in range(4)]
+    with run.conn:
+        run.frontier.persist_done(run.conn, [(taken[0], False), (taken[1], True)], [])
+        run.frontier.persist_done(run.conn, [(taken[0], False)], [(taken[2], "robots")])
+    run.frontier.ack(3)
+    await run.frontier.hand_back(taken[3])
+    rows = run.conn.execute(
+        "SELECT host, sum(state = 0), sum(state != 2) FROM urls GROUP BY host"
+    ).fetchall()
+    counts = run.conn.execute("SELECT host, queued, admitted FROM host_queues").fetchall()
+    assert sorted(rows) == sorted(counts)
+    assert SqliteStore(run.conn).host_url_counts() == {host: n for host, _, n in rows}
+    assert run.frontier.queued == sum(queued for _, queued, _ in rows)

@@ -24,8 +24,9 @@ committed rows only, and only rows already enqueued (``seq`` up to
 ``_enqueued_seq``): a row committed whose ``enqueue`` has not run yet would be
 counted twice.
 
-Per-host counts of queued rows are kept in ``host_queues`` in each commit's
-transaction, so that a resume schedules every host without reading its URLs.
+Per-host counts of queued (and of admitted: not skipped) rows are kept in
+``host_queues`` in each commit's transaction, so that a resume schedules every
+host, and knows its budget, without reading its URLs.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ _REFILL = (
     " ORDER BY depth, seq LIMIT ?"
 )
 _COUNT = (
-    "INSERT INTO host_queues (host, queued) VALUES (?, ?)"
-    " ON CONFLICT(host) DO UPDATE SET queued = queued + excluded.queued"
+    "INSERT INTO host_queues (host, queued, admitted) VALUES (?, ?, ?)"
+    " ON CONFLICT(host) DO UPDATE SET queued = queued + excluded.queued,"
+    " admitted = admitted + excluded.admitted"
 )
 
 
@@ -112,7 +114,8 @@ class DiskQueues:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-        conn.executemany(_COUNT, Counter(r.host for r in requests).items())
+        added = Counter(r.host for r in requests)
+        conn.executemany(_COUNT, [(host, n, n) for host, n in added.items()])
 
     def persist_done(
         self,
@@ -125,19 +128,19 @@ class DiskQueues:
         changes: list[tuple[CrawlRequest, int, int, str | None]]
         changes = [(r, DEAD if dead else DONE, r.attempts + 1, None) for r, dead in done]
         changes += [(r, SKIPPED, r.attempts, reason) for r, reason in skipped]
-        by_host: dict[str, list[tuple]] = defaultdict(list)
+        by_host: dict[tuple[str, bool], list[tuple]] = defaultdict(list)
         for request, state, attempts, reason in changes:
             host, depth, seq = self._leased.get(request.fp) or self._find(conn, request)
-            by_host[host].append((state, attempts, reason, host, depth, seq))
+            by_host[host, state == SKIPPED].append((state, attempts, reason, host, depth, seq))
             self._done.append(request.fp)
         finished = []
-        for host, rows in by_host.items():
+        for (host, skipped_now), rows in by_host.items():
             cursor = conn.executemany(
                 "UPDATE urls SET state = ?, attempts = ?, reason = ?"
                 f" WHERE host = ? AND depth = ? AND seq = ? AND state = {QUEUED}",
                 rows,
             )
-            finished.append((host, -cursor.rowcount))
+            finished.append((host, -cursor.rowcount, -cursor.rowcount if skipped_now else 0))
         conn.executemany(_COUNT, finished)
 
     @staticmethod

@@ -59,6 +59,13 @@ URLS_TABLE = f"""CREATE TABLE IF NOT EXISTS urls (
     PRIMARY KEY (host, depth, seq)
 ) WITHOUT ROWID;"""
 
+# Per-host counts kept in each commit: a resume reads them, not the URLs.
+HOST_QUEUES_TABLE = """CREATE TABLE IF NOT EXISTS host_queues (
+    host TEXT PRIMARY KEY,
+    queued INTEGER NOT NULL,        -- URLs queued (state 0)
+    admitted INTEGER NOT NULL       -- URLs not skipped (for --max-pages-per-host)
+);"""
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -69,10 +76,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 {URLS_TABLE}
 CREATE INDEX IF NOT EXISTS urls_seq ON urls(seq, fp);
-CREATE TABLE IF NOT EXISTS host_queues (  -- queued URLs per host: a resume reads no URL
-    host TEXT PRIMARY KEY,
-    queued INTEGER NOT NULL
-);
+{HOST_QUEUES_TABLE}
 CREATE TABLE IF NOT EXISTS pages (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL UNIQUE,
@@ -196,11 +200,10 @@ def _migrate_urls(conn: sqlite3.Connection) -> None:
             f"INSERT INTO urls (seq, {columns}) SELECT row_number() OVER (ORDER BY rowid),"
             f" {columns} FROM urls_v1"
         )
-        conn.execute("CREATE TABLE IF NOT EXISTS host_queues (host TEXT PRIMARY KEY,"
-                     " queued INTEGER NOT NULL)")  # fmt: skip
+        conn.execute(HOST_QUEUES_TABLE)
         conn.execute(
-            "INSERT INTO host_queues SELECT host, count(*) FROM urls"
-            f" WHERE state = {QUEUED} GROUP BY host"
+            f"INSERT INTO host_queues SELECT host, sum(state = {QUEUED}),"
+            f" sum(state != {SKIPPED}) FROM urls GROUP BY host"
         )
         conn.execute("DROP TABLE urls_v1")
 
@@ -278,8 +281,7 @@ class SqliteStore:
 
     def host_url_counts(self) -> dict[str, int]:
         """URLs admitted per host (for --max-pages-per-host after a resume)."""
-        sql = f"SELECT host, count(*) FROM urls WHERE state != {SKIPPED} GROUP BY host"
-        return dict(self.conn.execute(sql))
+        return dict(self.conn.execute("SELECT host, admitted FROM host_queues"))
 
     def content_fingerprints(self) -> Iterator[tuple[str, str | None, str | None]]:
         """(url, text_hash, simhash) of stored original pages, to rebuild duplicate detection."""
