@@ -6,9 +6,12 @@
 Generates URLs the way a crawl finds them (a page's 50 links: 40 on its own host,
 10 on random hosts; depths 1..5), and pushes them through the embedded backend's
 real path: ``filter_new`` (the seen set), then ``EmbeddedBackend.commit`` (one
-SQLite transaction on a real file, the frontier's ``enqueue``) in batches of
-``--batch`` URLs. Every fifth batch repeats 10% of the URLs of the one before,
-so the seen set rejects some. No page is fetched: the figures are the frontier's.
+SQLite transaction on a real file, the frontier's ``enqueue``) ``--chunk`` URLs
+at a time, batched as the engine batches them (engine.py: a commit starts when
+none runs, a batch waits for the running commit at BATCH_LIMIT_ITEMS). One chunk
+in five repeats 10% of the URLs of the one before, so the seen set rejects some.
+No page is fetched: the figures are the frontier's. CPU seconds are reported
+beside wall-clock ones: on a shared machine the wall clock measures the others.
 
 Then, in a fresh process, a resume: open the data directory and time the first
 ``next()``; its peak RSS is reported too. Runs against any version of Trawler
@@ -26,11 +29,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
+from trawler.engine import BATCH_LIMIT_ITEMS, COMMIT_MAX_ITEMS
 from trawler.records import CrawlRequest
 from trawler.store.base import CommitBatch
 from trawler.store.embedded import EmbeddedBackend
@@ -57,7 +61,7 @@ def peak_rss_mb() -> float:
     return _status_mb("VmHWM:")
 
 
-def batches(total: int, hosts: int, batch: int, seed: int = 11):
+def batches(total: int, hosts: int, batch: int, seed: int = 11) -> Iterator[list[CrawlRequest]]:
     """Lists of CrawlRequests, ``batch`` URLs each, until ``total`` were made."""
     rng = random.Random(seed)
     made, previous = 0, []
@@ -87,37 +91,54 @@ def seen_bytes(frontier: object) -> int:
     return sys.getsizeof(seen) + 32 * len(seen)  # main: a set of Python ints
 
 
-async def ingest(data: Path, total: int, hosts: int, batch: int) -> dict:
-    """Discovery and commits overlap as in the engine: batch N+1 is filtered while
-    batch N commits on the writer thread; at most one commit runs at a time."""
+async def ingest(data: Path, total: int, hosts: int, chunk: int) -> dict:
+    """Discovery and commits overlap as in the engine: found URLs collect in a batch
+    while the previous one commits; a commit starts when none runs and the batch
+    has COMMIT_MAX_ITEMS; a batch at BATCH_LIMIT_ITEMS waits for the running commit."""
     backend = EmbeddedBackend(data)
     backend.store.create_job(CONFIG)
     frontier = await backend.open(CONFIG)
     base_rss = rss_mb()
-    generated = largest_commit = largest_loop = 0.0
+    generated = generated_cpu = largest_commit = largest_filter = 0.0
     committing: asyncio.Task[float] | None = None
-    started = time.perf_counter()
-    made = time.perf_counter()
-    for requests in batches(total, hosts, batch):
-        loop_started = time.perf_counter()
-        generated += loop_started - made
-        fresh = await frontier.filter_new(requests)
-        largest_loop = max(largest_loop, time.perf_counter() - loop_started)
-        if committing is not None:
+    pending: list[CrawlRequest] = []
+    sizes: list[int] = []
+    started = made = time.perf_counter()
+    cpu_started, made_cpu = time.process_time(), time.thread_time()
+    for requests in batches(total, hosts, chunk):
+        filter_started = time.perf_counter()
+        generated += filter_started - made
+        generated_cpu += time.thread_time() - made_cpu  # the generator runs on this thread
+        pending += await frontier.filter_new(requests)
+        largest_filter = max(largest_filter, time.perf_counter() - filter_started)
+        if committing is not None and (committing.done() or len(pending) >= BATCH_LIMIT_ITEMS):
             largest_commit = max(largest_commit, await committing)
-        committing = asyncio.create_task(timed(backend.commit(CommitBatch(new_requests=fresh))))
-        made = time.perf_counter()
+            committing = None
+        if committing is None and len(pending) >= COMMIT_MAX_ITEMS:
+            sizes.append(len(pending))
+            committing = asyncio.create_task(
+                timed(backend.commit(CommitBatch(new_requests=pending)))
+            )
+            pending = []
+        await asyncio.sleep(0)
+        made, made_cpu = time.perf_counter(), time.thread_time()
     if committing is not None:
         largest_commit = max(largest_commit, await committing)
+    await backend.commit(CommitBatch(new_requests=pending))
     spent = time.perf_counter() - started - generated
+    cpu = time.process_time() - cpu_started - generated_cpu
     queued = frontier.queued
     figures = {
         "queued": queued,
         "ingest_s": round(spent, 1),
         "ingest_urls_per_s": round(queued / spent),
+        "ingest_cpu_s": round(cpu, 1),
+        "urls_per_cpu_s": round(queued / cpu),
         "generate_s": round(generated, 1),
+        "commits": len(sizes),
+        "mean_batch": round(sum(sizes) / max(1, len(sizes))),
         "largest_commit_s": round(largest_commit, 2),
-        "largest_filter_new_s": round(largest_loop, 3),
+        "largest_filter_new_s": round(largest_filter, 3),
         "rss_mb": round(rss_mb()),
         "peak_rss_mb": round(peak_rss_mb()),
         "rss_per_url_b": round((rss_mb() - base_rss) * 2**20 / queued, 1),
@@ -159,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=10_000)
-    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--chunk", type=int, default=500, help="URLs found at a time")
     parser.add_argument("--data", type=Path, default=Path("/tmp/bench-frontier"))
     parser.add_argument("--resume-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--markdown", action="store_true")
@@ -168,13 +189,13 @@ def main() -> None:
         print(json.dumps(asyncio.run(resume(args.data))))
         return
     shutil.rmtree(args.data, ignore_errors=True)
-    figures = asyncio.run(ingest(args.data, args.urls, args.hosts, args.batch))
+    figures = asyncio.run(ingest(args.data, args.urls, args.hosts, args.chunk))
     child = subprocess.run(
         [sys.executable, __file__, "--resume-only", "--data", str(args.data)],
         capture_output=True, text=True, check=True, env=os.environ,
     )  # fmt: skip
     figures.update(json.loads(child.stdout))
-    figures.update(urls=args.urls, hosts=args.hosts, batch=args.batch)
+    figures.update(urls=args.urls, hosts=args.hosts, load_avg=round(os.getloadavg()[0], 1))
     if args.markdown:
         print("| " + " | ".join(figures) + " |")
         print("|" + "---|" * len(figures))

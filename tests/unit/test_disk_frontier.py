@@ -241,3 +241,14 @@ async def test_per_host_counts_agree_with_the_rows(tmp_path: Path) -> None:
     assert sorted(rows) == sorted(counts)
     assert SqliteStore(run.conn).host_url_counts() == {host: n for host, _, n in rows}
     assert run.frontier.queued == sum(queued for _, queued, _ in rows)
+
+
+async def test_one_saved_seen_array_is_kept(tmp_path: Path) -> None:
+    for step in range(3):
+        run = Run(tmp_path)
+        await run.add(many(5, 10, depth=step + 1))
+        run.stop()
+    assert len(list(tmp_path.glob("seen-*.fp"))) == 1
+    again = Run(tmp_path)
+    assert again.frontier.seen_rows_read == 0
+    assert await again.frontier.filter_new(many(5, 10, depth=2)) == []

@@ -177,8 +177,20 @@ def save_seen(conn: sqlite3.Connection, seen: SeenSet, *, force: bool = False) -
         (f"{path.name} {watermark} {len(main)}",),
     )
     seen.saved_watermark, seen.saved_count = watermark, len(main)
-    for stale in directory.glob("seen-*.fp"):  # the one named before stays until committed
-        if stale != path and (old is None or stale != old[0]):
+    remove_stale(conn, keep=path if old is None else old[0], also=path)
+
+
+def remove_stale(
+    conn: sqlite3.Connection, keep: Path | None = None, also: Path | None = None
+) -> None:
+    """Delete saved arrays the committed row does not name (``keep``: the one it names
+    until the caller's transaction commits; ``also``: the one that transaction names)."""
+    if keep is None:
+        saved = _saved_row(conn)
+        keep = saved[0] if saved is not None else None
+    directory = Path(conn.execute("PRAGMA database_list").fetchone()[2]).parent
+    for stale in directory.glob("seen-*.fp"):
+        if stale not in (keep, also):
             stale.unlink(missing_ok=True)
 
 

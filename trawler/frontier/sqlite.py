@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 
 from trawler.frontier.disk_queue import WINDOW, DiskQueues
 from trawler.frontier.restart_state import RestartState
-from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, save_seen
+from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
@@ -84,6 +84,7 @@ class SqliteFrontier:
         if self.seen_rows_read >= SAVE_EVERY:
             with conn:
                 save_seen(conn, self._seen, force=True)
+        remove_stale(conn)
         self._kept.load(conn, self._slot, self.policy, hosts)
         for host in hosts:
             self._schedule(self._slot(host))
@@ -104,6 +105,7 @@ class SqliteFrontier:
         self._seen.merge()
         with conn:
             save_seen(conn, self._seen, force=True)
+        remove_stale(conn)
         self._queues.close()
 
     def persist_new(self, conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
