@@ -158,26 +158,27 @@ class DiskQueues:
 
     # -- event loop ----------------------------------------------------------------
     def push(self, request: CrawlRequest) -> bool:
-        """Queue a committed URL (new, handed back or retried); True if it is new."""
+        """Queue a committed URL (new, handed back or retried); True if it is new.
+        (The hot path of a commit: one call a URL found.)"""
         fp = request.fp
         seq = self._new_seq.pop(fp, None)
         new = seq is not None
         if seq is None:
             kept = self._leased.pop(fp, None)
             seq = kept[2] if kept is not None else next(self._seq)
-        else:
-            self._enqueued_seq = max(self._enqueued_seq, seq)
+        elif seq > self._enqueued_seq:
+            self._enqueued_seq = seq
         queue = self._queues.get(request.host)
         if queue is None:
             queue = self._queues[request.host] = HostQueue()
         key = (request.depth, seq)
-        limit = self.window
+        limit, window = self.window, queue.window
         if limit is None or key < queue.cursor:
-            heapq.heappush(queue.window, (*key, request))
-            if limit is not None and len(queue.window) > 2 * limit:
+            heapq.heappush(window, (*key, request))
+            if limit is not None and len(window) > 2 * limit:
                 self._give_back(queue, limit)
-        elif queue.on_disk == 0 and len(queue.window) < limit:
-            heapq.heappush(queue.window, (*key, request))
+        elif queue.count == len(window) and len(window) < limit:  # nothing on disk
+            heapq.heappush(window, (*key, request))
             queue.cursor = key
         queue.count += 1
         self.queued += 1

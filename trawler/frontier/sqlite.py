@@ -131,7 +131,8 @@ class SqliteFrontier:
         for request in requests:
             if queues.push(request):
                 committed.append(request.fp)
-            self._schedule(self._slot(request.host))
+        for host in dict.fromkeys(request.host for request in requests):  # in order found
+            self._schedule(self._slot(host))
         if committed or not self._queues.window:  # (no database: all are committed)
             fps = committed if self._queues.window else [r.fp for r in requests]
             self._seen.committed(fps, queues.enqueued_seq)
