@@ -34,13 +34,16 @@ from pathlib import Path
 
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
-from trawler.engine import BATCH_LIMIT_ITEMS, COMMIT_MAX_ITEMS
+from trawler.engine import COMMIT_MAX_ITEMS
 from trawler.records import CrawlRequest
 from trawler.store.base import CommitBatch
 from trawler.store.embedded import EmbeddedBackend
 
 LINKS_A_PAGE = 50
 OWN_HOST = 40
+# The engine's bound on the batch waiting for a commit (engine.BATCH_LIMIT_ITEMS;
+# main, which had none, is run with the same batches).
+BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 CONFIG = CrawlConfig(seeds=["http://host0.example/"], delay_s=0.0, parse_processes=0)
 
 
