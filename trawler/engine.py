@@ -43,6 +43,9 @@ log = logging.getLogger("trawler")
 
 COMMIT_INTERVAL_S = 0.25
 COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
+# While a commit runs, the next batch grows up to this many rows, then the tasks that
+# would add to it wait for the commit: discovery never outruns the commit.
+BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 SHUTDOWN_GRACE_S = 5.0
 
 
@@ -90,6 +93,8 @@ class Crawler:
         self._batch = CommitBatch()
         self._tasks: set[asyncio.Task[None]] = set()
         self._commit_wanted = asyncio.Event()
+        self.batch_limit = BATCH_LIMIT_ITEMS
+        self._batch_taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
         self._stopping = False
         self._fatal: BaseException | None = None
         self.pages_stored = 0  # committed pages, including those of earlier runs
@@ -244,9 +249,17 @@ class Crawler:
             log.exception("internal error on %s", request.url)
             outcome.result = _internal_error(request.url, exc)
             await self._analyse(outcome)
+        await self._room_in_batch()
         self._batch.add(outcome)  # no await since the analysis: one commit gets it all
         if len(self._batch) >= COMMIT_MAX_ITEMS:
             self._commit_wanted.set()
+
+    async def _room_in_batch(self) -> None:
+        """Back-pressure: a full batch waits for the commit (the one running, then its
+        own); tasks with nothing to add go on fetching meanwhile."""
+        while len(self._batch) >= self.batch_limit:
+            self._commit_wanted.set()
+            await self._batch_taken.wait()
 
     async def _analyse(self, unit: UrlOutcome) -> None:
         """Fill in the outcome's page and the new URLs found on it."""
@@ -361,6 +374,8 @@ class Crawler:
 
     async def _commit(self) -> None:
         batch, self._batch = self._batch, CommitBatch()
+        self._batch_taken.set()
+        self._batch_taken = asyncio.Event()
         batch.counters = {f"rejected.{k}": v for k, v in self.links.rejected.items()}
         batch.counters.update(self._counters)
         self.links.rejected.clear()

@@ -122,8 +122,8 @@ def test_old_data_directory_gets_kinds(tmp_path: Path) -> None:
         store.insert_pages(PAGES)
         conn.execute("ALTER TABLE pages DROP COLUMN kind")  # as an older Trawler made it
         conn.execute("DROP TABLE robots_fetches")
-        conn.execute("INSERT INTO urls (fp, url, host, depth, kind) VALUES"
-                     " (1, ?, 'a.test', 0, 'sitemap')", (SITE + "/sitemap.xml",))  # fmt: skip
+        conn.execute("INSERT INTO urls (seq, fp, url, host, depth, kind) VALUES"
+                     " (1, 1, ?, 'a.test', 0, 'sitemap')", (SITE + "/sitemap.xml",))  # fmt: skip
     conn.close()
     reader = db.connect(tmp_path, readonly=True)
     derived = kinds_of(db.iter_pages(reader, kinds=frozenset({"page", "sitemap", "robots"})))

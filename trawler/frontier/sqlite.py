@@ -16,9 +16,13 @@ never answer held every slot of the crawl, and the healthy hosts got no
 request for minutes.
 
 Durability lives in the ``urls`` table (see store/sqlite.py): every
-discovered URL is a row keyed by its fingerprint, queued until its page is
-committed. Leases are only in memory: after a crash every queued row is
-loaded again, so in-flight URLs are fetched again (at-least-once fetching).
+discovered URL is a row, queued until its page is committed. Memory grows with
+hosts, not URLs: each host's queue is on disk with a small window in memory
+(disk_queue.py), and the seen set is a sorted array of fingerprints
+(seen.py). Leases are only in memory: after a crash the queued rows are read
+again, so in-flight URLs are fetched again (at-least-once fetching). A resume
+reads the per-host counts and a saved seen array, no URL: its time does not
+grow with the URLs queued.
 Each host's politeness state and the robots.txt fetches are kept across a
 restart as well (restart_state.py says how, and why that is exact after kill -9).
 The ``persist_*`` methods run on the backend's writer thread inside the
@@ -34,13 +38,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 
+from trawler.frontier.disk_queue import WINDOW, DiskQueues
 from trawler.frontier.restart_state import RestartState
+from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
-from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 
-# (depth, sequence, request): the per-host queue order.
-QueueItem = tuple[int, int, CrawlRequest]
 # (next_allowed_at, sequence, host): the ready-heap order.
 ReadyEntry = tuple[float, int, str]
 
@@ -51,36 +54,40 @@ class SqliteFrontier:
         policy: PolitenessPolicy,
         clock: Callable[[], float] = time.monotonic,
         unproven_limit: int | None = None,  # None: no cap
+        window: int = WINDOW,  # URLs of a host held in memory once load() opens the disk
     ) -> None:
         self.policy = policy
         self.clock = clock
         self.unproven_limit = unproven_limit
-        self._seen: set[int] = set()
-        self._queues: dict[str, list[QueueItem]] = {}
+        self.window = window
+        self._seen = SeenSet()
+        self._queues = DiskQueues(window=None)  # all in memory until load() opens the disk
         self._slots: dict[str, HostSlot] = {}
         self._ready: list[ReadyEntry] = []  # hosts that answered their last request
         self._untried: list[ReadyEntry] = []  # hosts not contacted yet
         self._silent: list[ReadyEntry] = []  # hosts whose last request got no answer
         self._unproven_leased: set[str] = set()  # leased hosts from the last two
         self._seq = itertools.count()
-        self._queued = 0
         self._leased = 0
         self._closed = False
         self._changed = asyncio.Event()
         self._kept = RestartState(clock)
+        self.seen_rows_read = 0  # rows load() read to rebuild the seen set
 
     # -- durable side (writer thread) -------------------------------------------
     def load(self, conn: sqlite3.Connection) -> None:
-        """Rebuild the seen set, the host slots and the queues from the database
-        (start/resume); slots first, so each host is scheduled at its restored time."""
-        self._seen.update(fp for (fp,) in conn.execute("SELECT fp FROM urls"))
-        rows = conn.execute(
-            "SELECT url, depth, parent_url, host, fp, attempts, kind, lastmod FROM urls"
-            f" WHERE state = {QUEUED}"
-        )
-        queued = [CrawlRequest(*row) for row in rows]
-        self._kept.load(conn, self._slot, self.policy, {r.host for r in queued})
-        self.enqueue(queued)
+        """Open the queues and the seen set on the database (start/resume); the host
+        slots first, so each host is scheduled at its restored time. Reads no queued URL."""
+        self._queues = DiskQueues(self.window)
+        hosts = self._queues.open(conn)
+        self.seen_rows_read = load_seen(conn, self._seen)
+        if self.seen_rows_read >= SAVE_EVERY:
+            with conn:
+                save_seen(conn, self._seen, force=True)
+        remove_stale(conn)
+        self._kept.load(conn, self._slot, self.policy, hosts)
+        for host in hosts:
+            self._schedule(self._slot(host))
 
     def restart_mark(self) -> tuple[int, int]:
         """Taken on the loop as a batch is handed over: what its commit keeps."""
@@ -88,57 +95,52 @@ class SqliteFrontier:
 
     def persist_hosts(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
         """Host politeness and robots.txt state noted since the last commit, or up to the
-        batch's ``restart_mark()`` (restart_state.py)."""
+        batch's ``restart_mark()`` (restart_state.py), and the seen array when enough
+        was added to it."""
         self._kept.persist(conn, upto)
+        save_seen(conn, self._seen)
 
     def persist_stopped(self, conn: sqlite3.Connection) -> None:
         """At close: with no host busy, every request is recorded: a resume needs no extra wait."""
         if self.active_hosts == 0:
             self._kept.persist_stopped(conn)
 
-    @staticmethod
-    def persist_new(conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
-        conn.executemany(
-            "INSERT OR IGNORE INTO urls (fp, url, host, depth, parent_url, kind, lastmod)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(r.fp, r.url, r.host, r.depth, r.parent_url, r.kind, r.lastmod) for r in requests],
-        )
+    def persist_closing(self, conn: sqlite3.Connection) -> None:
+        """At close, the loop idle: save the seen array, so the next resume reads no URL."""
+        self._seen.merge()
+        with conn:
+            save_seen(conn, self._seen, force=True)
+        remove_stale(conn)
+        self._queues.close()
 
-    @staticmethod
+    def persist_new(self, conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
+        self._queues.persist_new(conn, requests)
+
     def persist_done(
+        self,
         conn: sqlite3.Connection,
         done: Sequence[tuple[CrawlRequest, bool]],
         skipped: Sequence[tuple[CrawlRequest, str]],
     ) -> None:
-        """Mark URLs done (or dead-lettered: retries spent) and skipped, by fingerprint."""
-        conn.executemany(
-            "UPDATE urls SET state = ?, attempts = ? WHERE fp = ?",
-            [(DEAD if dead else DONE, r.attempts + 1, r.fp) for r, dead in done],
-        )
-        conn.executemany(
-            f"UPDATE urls SET state = {SKIPPED}, reason = ? WHERE fp = ?",
-            [(reason, r.fp) for r, reason in skipped],
-        )
+        """Mark URLs done (or dead-lettered: retries spent) and skipped."""
+        self._queues.persist_done(conn, done, skipped)
 
     # -- scheduling (event loop) ------------------------------------------------
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
-        seen = self._seen
-        fresh = []
-        for request in requests:
-            if request.fp not in seen:
-                seen.add(request.fp)
-                fresh.append(request)
-        return fresh
+        fresh = self._seen.mark_new([request.fp for request in requests])
+        return [request for request, new in zip(requests, fresh, strict=True) if new]
 
     def enqueue(self, requests: Sequence[CrawlRequest]) -> None:
+        """Schedule committed URLs: new ones, or leased ones handed back."""
+        queues, committed = self._queues, []
         for request in requests:
-            self._seen.add(request.fp)
-            queue = self._queues.get(request.host)
-            if queue is None:
-                queue = self._queues[request.host] = []
-            heapq.heappush(queue, (request.depth, next(self._seq), request))
-            self._queued += 1
-            self._schedule(self._slot(request.host))
+            if queues.push(request):
+                committed.append(request.fp)
+        for host in dict.fromkeys(request.host for request in requests):  # in order found
+            self._schedule(self._slot(host))
+        if committed or not self._queues.window:  # (no database: all are committed)
+            fps = committed if self._queues.window else [r.fp for r in requests]
+            self._seen.committed(fps, queues.enqueued_seq)
         if requests:
             self._changed.set()
 
@@ -146,7 +148,7 @@ class SqliteFrontier:
         while not self._closed:
             heads = self._heads()
             if not heads:
-                if self._queued == 0 and self._leased == 0:
+                if self._queues.queued == 0 and self._leased == 0:
                     return None
                 await self._wait(None)
                 continue
@@ -154,7 +156,10 @@ class SqliteFrontier:
             ready = [(head, heap) for head, heap in heads if head[0] <= now]
             if ready:  # the earliest ready, a silent host only if no other is ready
                 head, heap = min(ready, key=lambda item: (item[1] is self._silent, item[0]))
-                return self._lease(heap, head[2])
+                request = self._lease(heap, head[2])
+                if request is not None:
+                    return request
+                continue
             await self._wait(min(head[0] for head, _ in heads) - now)
         return None
 
@@ -179,16 +184,18 @@ class SqliteFrontier:
                 return heap[0]
         return None
 
-    def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest:
+    def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest | None:
         heapq.heappop(heap)
         slot = self._slots[host]
         slot.in_heap_at = None
+        request = self._queues.pop(host)
+        if request is None:  # its count was off; nothing of it is queued
+            return None
         slot.busy = True
         if heap is not self._ready:
             self._unproven_leased.add(host)
-        self._queued -= 1
         self._leased += 1
-        return heapq.heappop(self._queues[host])[2]
+        return request
 
     def _heap_of(self, slot: HostSlot) -> list[ReadyEntry]:
         responsive = slot.health.responsive
@@ -239,6 +246,7 @@ class SqliteFrontier:
             await asyncio.sleep(delay)
 
     def ack(self, count: int) -> None:
+        self._queues.forget_done()
         self._leased -= count
         if self._leased == 0:
             self._changed.set()
@@ -271,7 +279,7 @@ class SqliteFrontier:
 
     @property
     def queued(self) -> int:
-        return self._queued
+        return self._queues.queued
 
     @property
     def leased(self) -> int:
@@ -294,7 +302,7 @@ class SqliteFrontier:
 
     def _schedule(self, slot: HostSlot) -> None:
         """Put an idle host with queued URLs into the ready-heap (once)."""
-        if slot.busy or slot.in_heap_at is not None or not self._queues.get(slot.host):
+        if slot.busy or slot.in_heap_at is not None or not self._queues.has_queued(slot.host):
             return
         slot.in_heap_at = slot.next_allowed_at
         heapq.heappush(self._heap_of(slot), (slot.next_allowed_at, next(self._seq), slot.host))

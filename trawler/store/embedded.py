@@ -170,6 +170,7 @@ class EmbeddedBackend:
         try:
             if self.frontier is not None:
                 self.frontier.persist_stopped(self.conn)
+                self.frontier.persist_closing(self.conn)
         finally:
             if self.warc is not None:
                 self.warc.close()

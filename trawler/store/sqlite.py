@@ -50,6 +50,32 @@ PAGE_COLUMNS = tuple(f.name for f in fields(PageRecord))
 _page_row = attrgetter(*PAGE_COLUMNS)  # a flat tuple; dataclasses.astuple deep-copies
 _robots_row = attrgetter(*ROBOTS_COLUMNS)
 
+# Clustered by host, then crawl order: a host's queue is one range of the table, a new
+# URL is appended to its host's range (a key of random fingerprints scattered every
+# insert over the whole table). ``seq`` grows with every URL: the seen set saved
+# up to a seq reads only the rows after it (index urls_seq).
+URLS_TABLE = f"""CREATE TABLE IF NOT EXISTS urls (
+    host TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    seq INTEGER NOT NULL,           -- discovery order
+    fp INTEGER NOT NULL,            -- 64-bit fingerprint of the normalised URL: the seen set
+    url TEXT NOT NULL,
+    parent_url TEXT,
+    state INTEGER NOT NULL DEFAULT {QUEUED},
+    attempts INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,                    -- why a URL was skipped (robots, ...)
+    kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap
+    lastmod TEXT,                   -- <lastmod> of the sitemap entry that listed it
+    PRIMARY KEY (host, depth, seq)
+) WITHOUT ROWID;"""
+
+# Per-host counts kept in each commit: a resume reads them, not the URLs.
+HOST_QUEUES_TABLE = """CREATE TABLE IF NOT EXISTS host_queues (
+    host TEXT PRIMARY KEY,
+    queued INTEGER NOT NULL,        -- URLs queued (state 0)
+    admitted INTEGER NOT NULL       -- URLs not skipped (for --max-pages-per-host)
+);"""
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -58,19 +84,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS urls (
-    fp INTEGER PRIMARY KEY,         -- 64-bit fingerprint of the normalised URL: the seen set
-    url TEXT NOT NULL,
-    host TEXT NOT NULL,
-    depth INTEGER NOT NULL,
-    parent_url TEXT,
-    state INTEGER NOT NULL DEFAULT {QUEUED},
-    attempts INTEGER NOT NULL DEFAULT 0,
-    reason TEXT,                    -- why a URL was skipped (robots, ...)
-    kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap
-    lastmod TEXT                    -- <lastmod> of the sitemap entry that listed it
-);
-CREATE INDEX IF NOT EXISTS urls_queued ON urls(state) WHERE state = {QUEUED};
+{URLS_TABLE}
+CREATE INDEX IF NOT EXISTS urls_seq ON urls(seq, fp);
+{HOST_QUEUES_TABLE}
 CREATE TABLE IF NOT EXISTS pages (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL UNIQUE,
@@ -178,6 +194,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     # a power cut too, not only kill -9 (one fsync per group commit, not per page).
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
+    _migrate_urls(conn)
     conn.executescript(SCHEMA)
     ensure_search_schema(conn)
     _add_page_kinds(conn)
@@ -205,6 +222,30 @@ def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
 def _has_table(conn: sqlite3.Connection, table: str) -> bool:
     sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
     return conn.execute(sql, (table,)).fetchone() is not None
+
+
+def _migrate_urls(conn: sqlite3.Connection) -> None:
+    """A data directory of an older version keyed ``urls`` by fingerprint: rewrite it
+    clustered by host (once, in one transaction) and count each host's queue."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'urls'").fetchone()
+    if row is None or "WITHOUT ROWID" in row[0]:
+        return
+    columns = "host, depth, fp, url, parent_url, state, attempts, reason, kind, lastmod"
+    with conn:
+        conn.execute("BEGIN")  # DDL included: all of it or nothing
+        conn.execute("ALTER TABLE urls RENAME TO urls_v1")
+        conn.execute("DROP INDEX IF EXISTS urls_queued")
+        conn.execute(URLS_TABLE)
+        conn.execute(
+            f"INSERT INTO urls (seq, {columns}) SELECT row_number() OVER (ORDER BY rowid),"
+            f" {columns} FROM urls_v1"
+        )
+        conn.execute(HOST_QUEUES_TABLE)
+        conn.execute(
+            f"INSERT INTO host_queues SELECT host, sum(state = {QUEUED}),"
+            f" sum(state != {SKIPPED}) FROM urls GROUP BY host"
+        )
+        conn.execute("DROP TABLE urls_v1")
 
 
 class SqliteStore:
@@ -288,8 +329,7 @@ class SqliteStore:
 
     def host_url_counts(self) -> dict[str, int]:
         """URLs admitted per host (for --max-pages-per-host after a resume)."""
-        sql = f"SELECT host, count(*) FROM urls WHERE state != {SKIPPED} GROUP BY host"
-        return dict(self.conn.execute(sql))
+        return dict(self.conn.execute("SELECT host, admitted FROM host_queues"))
 
     def content_fingerprints(self) -> Iterator[tuple[str, str | None, str | None, bytes | None]]:
         """(url, text_hash, simhash, minhash) of stored original pages, to rebuild
