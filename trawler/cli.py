@@ -106,10 +106,13 @@ def crawl(
     spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
     if job is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
+    if job is not None and job[2] == "seeding" and not spool.count:
+        fail(f"job {job[0]} in {data} stopped while adding its seeds; give them again"
+             " (seeds already added are skipped)")  # fmt: skip
     if job is not None and job[2] == "finished" and not spool.count:
         typer.echo(f"job {job[0]} in {data} is already finished; nothing to do")
         return
-    job_id = _start_job(backend, job, cfg)
+    job_id = _start_job(backend, job, cfg, "seeding" if spool.count else "running")
     stored_pages = backend.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
     if not quiet:
         verb = "resuming" if job else "starting"
@@ -178,10 +181,11 @@ def _lock_data_dir(data: Path) -> Any:
         fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
 
 
-def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig) -> str:
+def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig, state: str) -> str:
+    """``seeding`` until the engine has added every new seed (SqliteStore.seeds_added)."""
     if job is None:
-        return backend.store.create_job(cfg)
-    backend.store.update_job(job[0], config=cfg, state="running")
+        return backend.store.create_job(cfg, state)
+    backend.store.update_job(job[0], config=cfg, state=state)
     return job[0]
 
 
@@ -190,7 +194,7 @@ def _finish_job(data: Path, job_id: str, state: str) -> None:
 
     conn = connect(data)
     try:
-        SqliteStore(conn).update_job(job_id, state=state)
+        SqliteStore(conn).end_run(job_id, state)
     finally:
         conn.close()
 

@@ -339,7 +339,9 @@ class Crawler:
         """New seeds, a chunk at a time, through the frontier's insert path: memory
         stays bounded however many. A chunk's hosts are kept with the job before
         its URLs, so a seed in the frontier is always in the kept scope."""
+        added = False
         for chunk in self.seeds:
+            added = True
             requests = [self.links.request(url, 0, None) for url in chunk]
             new_hosts = sorted({r.host for r in requests} - self._seed_hosts)
             if new_hosts:
@@ -348,6 +350,8 @@ class Crawler:
             fresh = await self.frontier.filter_new(requests)
             self._batch.add_requests(self.links.within_host_budget(fresh))
             await self._commit()
+        if added:
+            await self.backend.seeds_added()
 
     async def _commit_loop(self) -> None:
         while True:

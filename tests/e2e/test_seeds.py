@@ -145,3 +145,35 @@ def test_resume_normalises_no_seeds(testsite: Served, tmp_path: Path) -> None:
     seeds_file.unlink()  # a resume must not need it
     calls = _normalise_calls_in_resume(data, tmp_path)
     assert calls < 1000, calls
+
+
+def _state(data: Path) -> str | None:
+    try:
+        with sqlite3.connect(f"file:{data / 'trawler.db'}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT state FROM jobs").fetchone()
+    except sqlite3.Error:  # not created yet
+        return None
+    return row[0] if row else None
+
+
+def test_a_run_killed_while_adding_seeds_asks_for_them_again(
+    testsite: Served, tmp_path: Path
+) -> None:
+    """Seeds are read once: a kill -9 before all are in must not pass unnoticed."""
+    data, seeds_file = tmp_path / "data", tmp_path / "seeds.txt"
+    seeds_file.write_text("\n".join(many_seeds(testsite, 200_000)) + "\n")
+    crawl = subprocess.Popen([*TRAWLER, "crawl", "--seeds-file", str(seeds_file), "--data",
+                              str(data), *COMMON], stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while _state(data) != "seeding":
+        assert time.monotonic() < deadline and crawl.poll() is None
+        time.sleep(0.02)
+    crawl.send_signal(signal.SIGKILL)
+    crawl.wait(30)
+    assert _state(data) == "seeding"
+    resumed = run_trawler("crawl", "--data", str(data))
+    assert resumed.returncode == 2 and "give them again" in resumed.stderr
+    again = run_trawler("crawl", "--seeds-file", str(seeds_file), "--data", str(data),
+                        "--max-pages", "1", timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert _state(data) == "finished"

@@ -162,4 +162,7 @@ class Backend(Protocol):
     async def add_scope_hosts(self, hosts: list[str]) -> None:
         """Keep these seed hosts with the job, before their seeds enter the frontier."""
 
+    async def seeds_added(self) -> None:
+        """The seeds given to this run are all in the frontier."""
+
     async def close(self) -> None: ...

@@ -113,6 +113,9 @@ class DistributedBackend:
     async def add_scope_hosts(self, hosts: list[str]) -> None:
         await self.store.add_scope_hosts(self.job_id, hosts)
 
+    async def seeds_added(self) -> None:
+        pass  # `trawler submit` seeds a distributed job, whole, before it is committed
+
     async def close(self) -> None:
         if self._closed:  # the worker closes it again when the crawl could not start
             return

@@ -76,6 +76,9 @@ class EmbeddedBackend:
     async def add_scope_hosts(self, hosts: list[str]) -> None:
         await self._in_writer(self.store.add_scope_hosts, hosts)
 
+    async def seeds_added(self) -> None:
+        await self._in_writer(self.store.seeds_added)
+
     async def close(self) -> None:
         try:
             await self._in_writer(self._close)

@@ -44,7 +44,7 @@ SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
     config TEXT NOT NULL,
-    state TEXT NOT NULL,            -- running, stopped, finished
+    state TEXT NOT NULL,            -- seeding, running, stopped, finished
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -188,6 +188,23 @@ class SqliteStore:
             self.update_job(row[0], config=config)
         return row[0], config, row[2]
 
+    def seeds_added(self) -> None:
+        """A job's new seeds are all in the frontier: it is no longer ``seeding``."""
+        self.conn.execute(
+            "UPDATE jobs SET state = 'running', updated_at = ? WHERE state = 'seeding'",
+            (time.time(),),
+        )
+        self.conn.commit()
+
+    def end_run(self, job_id: str, state: str) -> None:
+        """A run's end state (stopped, finished), unless it stopped while adding seeds:
+        those are not all in, and the next run must be given them again."""
+        self.conn.execute(
+            "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ? AND state != 'seeding'",
+            (state, time.time(), job_id),
+        )
+        self.conn.commit()
+
     def scope_hosts(self) -> list[str]:
         """The hosts of the job's seeds (host keys): its scope."""
         return [host for (host,) in self.conn.execute("SELECT host FROM scope_hosts")]
@@ -198,12 +215,12 @@ class SqliteStore:
         )
         self.conn.commit()
 
-    def create_job(self, config: CrawlConfig) -> str:
+    def create_job(self, config: CrawlConfig, state: str = "running") -> str:
         job_id = uuid.uuid4().hex[:12]
         now = time.time()
         self.conn.execute(
-            "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?)",
-            (job_id, config.model_dump_json(), now, now),
+            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+            (job_id, config.model_dump_json(), state, now, now),
         )
         self.conn.commit()
         return job_id
