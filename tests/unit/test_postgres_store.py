@@ -17,7 +17,13 @@ from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
-from trawler.store.pgschema import MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
+from trawler.store.pgschema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SCOPE_HOSTS_VERSION,
+    SchemaTooNew,
+    migrate,
+)
 from trawler.store.postgres import (
     EXPORT_COLUMNS,
     GETCONN_TIMEOUT_S,
@@ -229,10 +235,10 @@ async def migrate_to(conn: psycopg.AsyncConnection, version: int) -> None:
 
 
 async def test_older_jobs_seeds_become_their_scope(fresh_postgres_url: str) -> None:
-    """A job stored by a Trawler that kept seeds in the config: migration 2 moves
+    """A job stored by a Trawler that kept seeds in the config: the migration moves
     their hosts to job_scope_hosts and takes them out of the config."""
     async with await psycopg.AsyncConnection.connect(fresh_postgres_url, autocommit=True) as conn:
-        await migrate_to(conn, 1)
+        await migrate_to(conn, SCOPE_HOSTS_VERSION - 1)
         legacy = {**CONFIG.model_dump(), "seeds": ["http://a.test/x", "HTTP://B.test:81/"]}
         await conn.execute(
             "INSERT INTO jobs (id, config, state) VALUES ('old', %s, 'running')",

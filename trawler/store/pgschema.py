@@ -15,6 +15,17 @@ from trawler.urls import seed_hosts
 # Any constant bigint: the advisory lock key that serialises migrations ("trawler").
 MIGRATION_LOCK_KEY = 0x74726177_6C6572
 
+# Each job's scope, the hosts of its seeds; seeds leave the config (seeds.py):
+# _seeds_to_scope_hosts moves those of older jobs right after this step.
+SCOPE_HOSTS = """
+CREATE TABLE job_scope_hosts (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    host text NOT NULL,
+    PRIMARY KEY (job_id, host)
+);
+CREATE INDEX jobs_by_state ON jobs (state, created_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -53,18 +64,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX fetch_attempts_job ON fetch_attempts (job_id);
     """,
-    # 2: each job's scope, the hosts of its seeds; seeds leave the config (seeds.py).
-    """
-    CREATE TABLE job_scope_hosts (
-        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-        host text NOT NULL,
-        PRIMARY KEY (job_id, host)
-    );
-    CREATE INDEX jobs_by_state ON jobs (state, created_at);
-    """,
+    # Each job's scope: see SCOPE_HOSTS.
+    SCOPE_HOSTS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+SCOPE_HOSTS_VERSION = MIGRATIONS.index(SCOPE_HOSTS) + 1
 
 
 class SchemaTooNew(RuntimeError):
@@ -90,7 +95,7 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
             )
         for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
             await conn.execute(sql)  # no parameters: several statements are allowed
-            if version == 2:
+            if version == SCOPE_HOSTS_VERSION:
                 await _seeds_to_scope_hosts(conn)
             await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
     return SCHEMA_VERSION
