@@ -44,7 +44,7 @@ OWN_HOST = 40
 # The engine's bound on the batch waiting for a commit (engine.BATCH_LIMIT_ITEMS;
 # main, which had none, is run with the same batches).
 BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
-CONFIG = CrawlConfig(seeds=["http://host0.example/"], delay_s=0.0, parse_processes=0)
+CONFIG = CrawlConfig(delay_s=0.0, parse_processes=0)
 
 
 def _status_mb(field: str) -> float:

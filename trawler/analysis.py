@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import multiprocessing
 import os
@@ -73,19 +72,38 @@ def _robots_unknown(_url: str) -> None:
     return None  # the loop checks robots.txt on the analysis' requests
 
 
-@functools.cache
-def _analyser(config_json: str) -> tuple[CrawlConfig, str, LinkFilter]:
-    """Built once per process and config (the worker gets the config with each call)."""
-    config = CrawlConfig.model_validate_json(config_json)
-    scope = Scope(config.scope, config.seeds, config.include, config.exclude)
-    links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(), config.max_depth,
-                       _robots_unknown)  # fmt: skip
-    return config, config.robots_token, links
+@dataclass(slots=True)
+class Analyser:
+    """What analysing a page needs, built once per process from the config and
+    the job's scope hosts: the parser processes get both once, at start."""
+
+    config: CrawlConfig
+    agent_token: str
+    links: LinkFilter
+
+    @classmethod
+    def build(cls, config_json: str, scope_hosts: list[str]) -> Analyser:
+        config = CrawlConfig.model_validate_json(config_json)
+        scope = Scope.from_hosts(config.scope, scope_hosts, config.include, config.exclude)
+        links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(),
+                           config.max_depth, _robots_unknown)  # fmt: skip
+        return cls(config, config.robots_token, links)
 
 
-def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Analysis:
-    config, agent_token, links = _analyser(config_json)
-    outcome = page_outcome(request, result, config, agent_token)
+# A parser process's one Analyser, set by its initializer (the process exists to
+# hold it); the crawl process never reads this: it passes its own.
+_PROCESS_ANALYSER: dict[str, Analyser] = {}
+
+
+def _start_process(parent_pid: int, config_json: str, scope_hosts: list[str]) -> None:
+    """Pool process start-up: the config arrives here, once, not with every batch."""
+    _exit_with_parent(parent_pid)
+    _PROCESS_ANALYSER["it"] = Analyser.build(config_json, scope_hosts)
+
+
+def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> Analysis:
+    links = analyser.links
+    outcome = page_outcome(request, result, analyser.config, analyser.agent_token)
     requests = links.requests_for(outcome.links, request.url, request.depth + 1)
     rejected = dict(links.rejected)
     links.rejected.clear()
@@ -93,39 +111,39 @@ def analyse(config_json: str, request: CrawlRequest, result: FetchResult) -> Ana
     return Analysis(outcome, requests, rejected)
 
 
-def analyse_batch(config_json: str, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
-    """``analyse`` for many pages in a worker process, each within the CPU limit,
+def analyse_batch(items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
+    """``analyse`` for many pages in a parser process, each within the CPU limit,
     answered as plain tuples: unpickling dataclasses in the crawl process cost as
     much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse_limited(config_json, request, result)) for request, result in items]
+    return [_flatten(analyse_limited(request, result)) for request, result in items]
 
 
-def analyse_limited(config_json: str, request: CrawlRequest, result: FetchResult) -> Analysis:
-    """``analyse`` in a worker process: past the page's CPU time the process dies.
+def analyse_limited(request: CrawlRequest, result: FetchResult) -> Analysis:
+    """``analyse`` in a parser process: past the page's CPU time the process dies.
 
     A timer, not a check between steps: the time goes inside lexbor's C code,
     which no Python-level signal handler can interrupt. SIGPROF's default
     action ends the process; the crawler sees the pool break (AnalysisPool).
     """
-    limit_s = _analyser(config_json)[0].parse_time_limit_s
-    signal.setitimer(signal.ITIMER_PROF, limit_s)  # process CPU time, user + system
+    analyser = _PROCESS_ANALYSER["it"]
+    signal.setitimer(signal.ITIMER_PROF, analyser.config.parse_time_limit_s)  # CPU time
     try:
-        return analyse(config_json, request, result)
+        return analyse(analyser, request, result)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def analyse_sitemap(
-    config_json: str, request: CrawlRequest, result: FetchResult
+    analyser: Analyser, request: CrawlRequest, result: FetchResult
 ) -> SitemapAnalysis:
     """A fetched sitemap's URLs through the link filter; thread-safe: a filter of its
     own (its counters), around the scope and normaliser built once, which only read.
     Building the scope per sitemap normalised every seed again: with 2,000 seeds
     and 2,000 sitemaps that stalled the crawl for 20 s (bench/RESULTS.md)."""
-    config, _agent_token, shared = _analyser(config_json)
-    links = replace(shared, rejected=Counter(), admitted=Counter())
+    links = replace(analyser.links, rejected=Counter(), admitted=Counter())
     counters: Counter[str] = Counter()
-    found, listed = sitemap_outcome(request, result, links, config.sitemap_depth, counters)
+    found, listed = sitemap_outcome(request, result, links, analyser.config.sitemap_depth,
+                                    counters)  # fmt: skip
     return SitemapAnalysis(found, listed, counters, links.rejected)
 
 
@@ -181,28 +199,44 @@ Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
 
 
 class AnalysisPool:
-    """Runs ``analyse`` in worker processes, inline when there are none."""
+    """Runs ``analyse`` in worker processes, inline when there are none.
+
+    ``start`` (once the job's scope is known) starts the processes and hands each
+    the config and the scope hosts; batches then carry pages only.
+    """
 
     def __init__(self, config: CrawlConfig, processes: int) -> None:
         self.config = config
         self.config_json = config.model_dump_json()
         self.processes = processes
+        self._scope_hosts: list[str] = []
+        self._analyser: Analyser | None = None  # this process's: inline pages, sitemaps
         self._pool: ProcessPoolExecutor | None = None
         self._waiting: list[Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
         self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
         self._isolating: asyncio.Task[None] | None = None
         self._alone: ProcessPoolExecutor | None = None  # one process, one suspect at a time
-        if processes > 0:
-            self._pool = self._new_pool(processes)
+
+    def start(self, scope_hosts: list[str]) -> None:
+        """Build the analyser and start the processes for a job of this scope."""
+        self._scope_hosts = sorted(scope_hosts)
+        self._analyser = Analyser.build(self.config_json, self._scope_hosts)
+        if self.processes > 0:
+            self._pool = self._new_pool(self.processes)
+
+    @property
+    def analyser(self) -> Analyser:
+        assert self._analyser is not None, "AnalysisPool.start() first"
+        return self._analyser
 
     def _new_pool(self, processes: int) -> ProcessPoolExecutor:
         # spawn: a clean child (not a fork of a process with threads and a loop),
         # and a direct child, so it can tell when the crawler is gone.
         context = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(
-            processes, mp_context=context, initializer=_exit_with_parent,
-            initargs=(os.getpid(),),
+            processes, mp_context=context, initializer=_start_process,
+            initargs=(os.getpid(), self.config_json, self._scope_hosts),
         )  # fmt: skip
         with _sigint_ignored():
             # Start every process now, SIGINT ignored: a child inherits that across
@@ -216,7 +250,7 @@ class AnalysisPool:
 
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         if self._pool is None or not result.body:
-            return analyse(self.config_json, request, result)
+            return analyse(self.analyser, request, result)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Analysis] = loop.create_future()
         lite = replace(result, raw_body=b"")  # the worker needs the decoded body only
@@ -228,7 +262,7 @@ class AnalysisPool:
         return await future
 
     async def analyse_sitemap(self, request: CrawlRequest, result: FetchResult) -> SitemapAnalysis:
-        return await asyncio.to_thread(analyse_sitemap, self.config_json, request, result)
+        return await asyncio.to_thread(analyse_sitemap, self.analyser, request, result)
 
     def _submit(self) -> None:
         """Send the waiting pages as one batch: one pickle and one wake-up for many pages."""
@@ -240,7 +274,7 @@ class AnalysisPool:
         if not batch or pool is None:
             return
         items = [(request, result) for request, result, _ in batch]
-        done = asyncio.wrap_future(pool.submit(analyse_batch, self.config_json, items))
+        done = asyncio.wrap_future(pool.submit(analyse_batch, items))
         done.add_done_callback(lambda finished: self._deliver(pool, batch, finished))
 
     def _deliver(
@@ -285,9 +319,7 @@ class AnalysisPool:
             await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
         started = time.monotonic()
         try:
-            return await loop.run_in_executor(
-                self._alone, analyse_limited, self.config_json, request, result
-            )
+            return await loop.run_in_executor(self._alone, analyse_limited, request, result)
         except BrokenProcessPool:
             self._alone.shutdown(wait=False, cancel_futures=True)
             self._alone = None
@@ -297,7 +329,7 @@ class AnalysisPool:
         else:
             error, detail = "parse_crash", "the HTML parser crashed"
         log.error("page analysis failed on %s: %s", request.url, detail)
-        return analyse(self.config_json, request, replace(result, error=error, error_detail=detail))
+        return analyse(self.analyser, request, replace(result, error=error, error_detail=detail))
 
     def close(self) -> None:
         for pool in (self._pool, self._alone):

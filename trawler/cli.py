@@ -56,7 +56,7 @@ def crawl(
     ctx: typer.Context,
     seeds: Annotated[list[str] | None, typer.Argument(help="Seed URLs.", show_default=False)] = None,
     data: DataOpt = DEFAULT_DATA,
-    seeds_file: Annotated[Path | None, typer.Option(help="File with one seed URL a line.")] = None,
+    seeds_file: Annotated[Path | None, typer.Option(help="File with one seed URL a line; - for stdin.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of crawl options.")] = None,
     max_depth: Annotated[int | None, typer.Option(help="Link hops from the seeds (seeds: 0).")] = None,
     max_pages: Annotated[int | None, typer.Option(help="Stop after this many pages.")] = None,
@@ -92,7 +92,6 @@ def crawl(
     from trawler.store.sqlite import NotTrawlerData
 
     cli = cli_settings(ctx.params)
-    new_seeds = list(seeds or []) + _read_seeds_file(seeds_file)
     _lock = _lock_data_dir(data)  # held until this process ends: one writer per directory
     try:
         backend = EmbeddedBackend(data)
@@ -104,19 +103,22 @@ def crawl(
         cfg = build_config(cli, config, base=stored)
     except ConfigError as exc:
         fail(str(exc))
-    cfg.seeds = _merge_seeds(cfg.seeds, new_seeds)
-    if job is None and not cfg.seeds:
+    spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
+    if job is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
-    if job is not None and job[2] == "finished" and not set(new_seeds) - set(job[1].seeds):
+    if job is not None and job[2] == "seeding" and not spool.count:
+        fail(f"job {job[0]} in {data} stopped while adding its seeds; give them again"
+             " (seeds already added are skipped)")  # fmt: skip
+    if job is not None and job[2] == "finished" and not spool.count:
         typer.echo(f"job {job[0]} in {data} is already finished; nothing to do")
         return
-    job_id = _start_job(backend, job, cfg)
+    job_id = _start_job(backend, job, cfg, "seeding" if spool.count else "running")
     stored_pages = backend.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
     if not quiet:
         verb = "resuming" if job else "starting"
-        typer.echo(f"{verb} job {job_id} in {data}: {len(cfg.seeds)} seed(s)", err=True)
-    with progress_reporter(quiet) as report:
-        crawler = Crawler(cfg, backend, on_progress=report)
+        typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
+    with spool, progress_reporter(quiet) as report:
+        crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
         try:
             complete, stop_signal = asyncio.run(_run(crawler, stored_pages))
         except (OSError, sqlite3.Error) as exc:
@@ -157,26 +159,15 @@ def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _read_seeds_file(path: Path | None) -> list[str]:
-    if path is None:
-        return []
+def read_seeds(arguments: list[str], seeds_file: Path | None, cfg: CrawlConfig) -> Any:
+    """The seeds checked and normalised into a spool (seeds.py), or a one-line error."""
+    from trawler.seeds import SeedError, spool_seeds
+    from trawler.urls import Normaliser
+
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        fail(f"cannot read --seeds-file {path}: {exc.strerror}")
-    except UnicodeDecodeError as exc:
-        fail(f"--seeds-file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}"
-             f" at offset {exc.start})")  # fmt: skip
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-
-
-def _merge_seeds(old: list[str], new: list[str]) -> list[str]:
-    from trawler.urls import normalise
-
-    for seed in new:
-        if normalise(seed, ()) is None:
-            fail(f"not an http(s) URL: {seed!r}")
-    return list(dict.fromkeys(old + new))
+        return spool_seeds(arguments, seeds_file, Normaliser(cfg.tracking_params))
+    except SeedError as exc:
+        fail(str(exc))
 
 
 def _lock_data_dir(data: Path) -> Any:
@@ -190,10 +181,11 @@ def _lock_data_dir(data: Path) -> Any:
         fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
 
 
-def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig) -> str:
+def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig, state: str) -> str:
+    """``seeding`` until the engine has added every new seed (SqliteStore.seeds_added)."""
     if job is None:
-        return backend.store.create_job(cfg)
-    backend.store.update_job(job[0], config=cfg, state="running")
+        return backend.store.create_job(cfg, state)
+    backend.store.update_job(job[0], config=cfg, state=state)
     return job[0]
 
 
@@ -202,7 +194,7 @@ def _finish_job(data: Path, job_id: str, state: str) -> None:
 
     conn = connect(data)
     try:
-        SqliteStore(conn).update_job(job_id, state=state)
+        SqliteStore(conn).end_run(job_id, state)
     finally:
         conn.close()
 
@@ -273,7 +265,7 @@ def testsite(
 
 
 register_read(app)
-register_distributed(app, fail, cli_settings, _read_seeds_file)
+register_distributed(app, fail, cli_settings, read_seeds)
 
 
 def main() -> None:

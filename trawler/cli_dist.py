@@ -39,14 +39,13 @@ PostgresOpt = Annotated[
 ]  # fmt: skip
 
 
-def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: Any) -> None:
+def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) -> None:
     """Add the distributed commands to the `trawler` app."""
 
     @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def submit(ctx: typer.Context, redis: RedisOpt, postgres: PostgresOpt) -> None:
         """Create a distributed crawl job: trawler submit URL... --redis … --postgres … [crawl options]."""
         from trawler.config import ConfigError, build_config
-        from trawler.urls import normalise
         from trawler.worker import submit_job
 
         crawl_command = typer.main.get_command(app).commands["crawl"]  # type: ignore[attr-defined]
@@ -55,12 +54,12 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds_file: An
             cfg = build_config(cli_settings(params), params.get("config"))
         except ConfigError as exc:
             fail(str(exc))
-        cfg.seeds = list(params.get("seeds") or []) + read_seeds_file(params.get("seeds_file"))
-        bad = [seed for seed in cfg.seeds if normalise(seed, ()) is None]
-        if not cfg.seeds or bad:
-            fail(f"not an http(s) URL: {bad[0]!r}" if bad else "no seed URLs given")
-        job_id = _connected(fail, submit_job(redis, postgres, cfg))
-        typer.echo(f"submitted job with {len(cfg.seeds)} seed(s)", err=True)
+        # Every seed is checked (exit 2 naming a bad one) before the job exists.
+        with read_seeds(params.get("seeds") or [], params.get("seeds_file"), cfg) as spool:
+            if not spool.count:
+                fail("no seed URLs given")
+            job_id = _connected(fail, submit_job(redis, postgres, cfg, spool))
+            typer.echo(f"submitted job with {spool.count} seed(s)", err=True)
         typer.echo(job_id)
 
     @app.command()
@@ -174,9 +173,9 @@ async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dic
             if not jobs:
                 raise KeyError("no jobs")
             job_id = jobs[0].id
-        config, state = await store.get_job(job_id)
+        _config, state = await store.get_job(job_id)
         stats = await store.read_stats(job_id)
-        stats["job"] = {"id": job_id, "state": state, "seeds": config.seeds}
+        stats["job"] = {"id": job_id, "state": state, "seed_hosts": stats["job"]["seed_hosts"]}
         if redis:
             stats.update(await job_frontier_stats(redis, job_id))
         return stats

@@ -6,6 +6,7 @@ variables, the TOML file given with ``--config``, the defaults below.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -16,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trawler import __version__
 from trawler.robotsagent import PRODUCT_TOKEN, user_agent_token
-from trawler.safetext import safe_url
 
 DEFAULT_USER_AGENT = f"Trawler/{__version__} (+https://github.com/trawler-crawler/trawler)"
 
@@ -39,12 +39,14 @@ class ConfigError(ValueError):
 
 
 class CrawlConfig(BaseModel):
-    """Everything that defines one crawl job. Stored with the job."""
+    """Everything that defines one crawl job. Stored with the job.
 
-    # validate_assignment: the CLI sets ``seeds`` after building the config.
+    Seeds are not part of it: they go into the frontier as a stream (seeds.py),
+    and the job keeps their hosts as its scope.
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
 
-    seeds: list[str] = Field(default_factory=list)
     max_depth: int | None = Field(default=None, ge=0)
     max_pages: int | None = Field(default=None, ge=1)
     max_pages_per_host: int | None = Field(default=None, ge=1)
@@ -81,13 +83,6 @@ class CrawlConfig(BaseModel):
     strip_params: list[str] = Field(default_factory=list)  # extra tracking params
     warc_max_bytes: int = Field(default=1024**3, ge=1024)
 
-    @field_validator("seeds")
-    @classmethod
-    def _seeds_are_text(cls, seeds: list[str]) -> list[str]:
-        # Stored with the job (PostgreSQL jsonb refuses NUL): a NUL, or a byte of a
-        # seeds file or argument that is not UTF-8, is percent-encoded as in a fetched URL.
-        return [safe_url(seed) for seed in seeds]
-
     @field_validator("include", "exclude")
     @classmethod
     def _regexes_compile(cls, patterns: list[str]) -> list[str]:
@@ -117,6 +112,14 @@ class CrawlConfig(BaseModel):
     @property
     def tracking_params(self) -> tuple[str, ...]:
         return DEFAULT_TRACKING_PARAMS + tuple(self.strip_params)
+
+
+def stored_config(data: str | bytes | dict[str, Any]) -> tuple[CrawlConfig, list[str]]:
+    """A job's stored config, and the seeds a config of an older Trawler still holds
+    (their hosts become the job's scope once; the seeds themselves are in its frontier)."""
+    raw = dict(data) if isinstance(data, dict) else json.loads(data)
+    legacy_seeds = raw.pop("seeds", None) or []
+    return CrawlConfig.model_validate(raw), [str(seed) for seed in legacy_seeds]
 
 
 # CLI option name -> config field, where they differ.

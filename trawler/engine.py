@@ -22,7 +22,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -66,12 +66,16 @@ class Crawler:
         config: CrawlConfig,
         backend: Backend,
         on_progress: Callable[[Progress], None] | None = None,
+        seeds: Iterable[Sequence[str]] = (),
     ) -> None:
+        """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume."""
         self.config = config
         self.backend = backend
         self.on_progress = on_progress
+        self.seeds = seeds
         self.normalise = Normaliser(config.tracking_params)
-        self.scope = Scope(config.scope, config.seeds, config.include, config.exclude)
+        # Widened by the job's kept seed hosts and by new seeds in run().
+        self.scope = Scope.from_hosts(config.scope, (), config.include, config.exclude)
         self._counters: Counter[str] = Counter()
         self.fetcher = Fetcher(config)
         waits = tuple(config.robots_retry_waits_s)
@@ -109,8 +113,10 @@ class Crawler:
         self.frontier = await self.backend.open(self.config)
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
+        self._widen_scope(await self.backend.scope_hosts())
         await self._add_seeds()
         await self._commit()
+        self.analysis.start(sorted(self._seed_hosts))  # the scope is complete now
         await self.fetcher.start()
         committer = asyncio.create_task(self._commit_loop())
         reporter = asyncio.create_task(self._report_loop()) if self.on_progress else None
@@ -346,15 +352,28 @@ class Crawler:
         )
 
     # -- seeds, commits, progress ----------------------------------------------------
+    def _widen_scope(self, hosts: Iterable[str]) -> None:
+        for host in hosts:
+            self.scope.add_host(host)
+            self._seed_hosts.add(host)
+
     async def _add_seeds(self) -> None:
-        seeds = []
-        for seed in self.config.seeds:
-            url = self.normalise(seed)
-            if url is not None:
-                seeds.append(self.links.request(url, 0, None))
-                self._seed_hosts.add(host_key(url))
-        fresh = await self.frontier.filter_new(seeds)
-        self._batch.add_requests(self.links.within_host_budget(fresh))
+        """New seeds, a chunk at a time, through the frontier's insert path: memory
+        stays bounded however many. A chunk's hosts are kept with the job before
+        its URLs, so a seed in the frontier is always in the kept scope."""
+        added = False
+        for chunk in self.seeds:
+            added = True
+            requests = [self.links.request(url, 0, None) for url in chunk]
+            new_hosts = sorted({r.host for r in requests} - self._seed_hosts)
+            if new_hosts:
+                await self.backend.add_scope_hosts(new_hosts)
+                self._widen_scope(new_hosts)
+            fresh = await self.frontier.filter_new(requests)
+            self._batch.add_requests(self.links.within_host_budget(fresh))
+            await self._commit()
+        if added:
+            await self.backend.seeds_added()
 
     async def _commit_loop(self) -> None:
         while True:

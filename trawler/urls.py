@@ -220,6 +220,11 @@ def host_key(url: str) -> str:
     return _scheme_authority(url)[1]
 
 
+def seed_hosts(seeds: Iterable[str]) -> set[str]:
+    """The host keys of seed URLs (not normalised yet); invalid ones are left out."""
+    return {host_key(url) for seed in seeds if (url := normalise(seed, ())) is not None}
+
+
 def origin(url: str) -> str:
     """``scheme://host[:port]`` of a normalised URL (the robots.txt cache key)."""
     scheme, authority = _scheme_authority(url)
@@ -305,6 +310,26 @@ class Scope:
             raise ValueError(f"seed is not an http(s) URL: {url!r}")
         if self.mode != "any":
             self._allowed.add(self._key(normalised))
+
+    @classmethod
+    def from_hosts(
+        cls, mode: ScopeMode, hosts: Iterable[str], include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+    ) -> Scope:  # fmt: skip
+        """The scope of seeds on these hosts (host keys, ``host[:port]``): what a job
+        keeps of its seeds, so a resume or a joining worker normalises none."""
+        scope = cls(mode, (), include, exclude)
+        for host in hosts:
+            scope.add_host(host)
+        return scope
+
+    def add_host(self, host: str) -> None:
+        """Widen the scope to cover a seed host (a host key, ``host[:port]``)."""
+        if self.mode == "host":
+            self._allowed.add(host)
+        elif self.mode == "domain":
+            resolver = self._resolver or _default_resolver()
+            self._allowed.add(resolver.registrable_domain(_hostname(host)))
 
     def _key(self, url: str) -> str:
         authority = host_key(url)

@@ -34,6 +34,7 @@ from trawler.outage import (
     redis_health,
 )
 from trawler.politeness import PolitenessPolicy
+from trawler.seeds import SeedSpool
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.postgres import PostgresStore
 from trawler.urls import Normaliser, Scope, TrapRules
@@ -60,20 +61,25 @@ async def _frontier(
     return await RedisFrontier.connect(redis_url, PolitenessPolicy(), options, health)
 
 
-async def submit_job(redis_url: str, postgres_url: str, config: CrawlConfig) -> str:
-    """Create the job in PostgreSQL and put its seeds into the shared frontier."""
+async def submit_job(
+    redis_url: str, postgres_url: str, config: CrawlConfig, seeds: SeedSpool
+) -> str:
+    """Create the job in PostgreSQL and stream its seeds into the shared frontier,
+    ``CHUNK`` at a time (each Redis script call bounded). This is the job's only
+    seeding: workers that join it add none."""
     store = await PostgresStore.connect(postgres_url)
     try:
-        # The job's row is committed only once its seeds are in Redis: a submit
-        # that fails half-way leaves no job for workers to find.
-        async with store.creating_job(config, state="running") as job_id:
+        # The job's row (and its scope) is committed only once its seeds are in
+        # Redis: a submit that fails half-way leaves no job for workers to find.
+        async with store.creating_job(config, "running", sorted(seeds.hosts)) as job_id:
             frontier = await _frontier(redis_url, job_id)
             try:
-                normalise = Normaliser(config.tracking_params)
-                scope = Scope(config.scope, config.seeds)
-                links = LinkFilter(normalise, scope, TrapRules(), config.max_depth, lambda _u: None)
-                seeds = [links.request(u, 0, None) for s in config.seeds if (u := normalise(s))]
-                await frontier.commit(await frontier.filter_new(seeds), [])
+                scope = Scope.from_hosts(config.scope, seeds.hosts)
+                links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(),
+                                   config.max_depth, lambda _u: None)  # fmt: skip
+                for chunk in seeds.chunks():
+                    requests = [links.request(url, 0, None) for url in chunk]
+                    await frontier.commit(await frontier.filter_new(requests), [])
             finally:
                 await frontier.aclose()
         return job_id
@@ -112,12 +118,10 @@ async def _pick_job(
     URLs in flight at other workers may still add work, so a worker joins such
     a job and waits in the frontier rather than leaving as idle.
     """
-    for job in reversed(await store.list_jobs()):
-        if job.state not in ACTIVE_STATES:
-            continue
+    for job in reversed(await store.list_jobs(ACTIVE_STATES)):  # finished ones not read
         queued, leased = await job_work(redis_url, job.id, health)
         if queued or leased:
-            return job.id, CrawlConfig.model_validate(job.config)
+            return job.id, (await store.get_job(job.id))[0]
         await store.set_job_state(job.id, "finished")
     return None
 

@@ -50,7 +50,7 @@ from trawler.export import write_export
 from trawler.store import sqlite as db
 from trawler.store.embedded import EmbeddedBackend
 from trawler.store.kinds import EXPORT_KINDS
-from trawler.urls import Normaliser
+from trawler.urls import Normaliser, normalise
 
 HOSTS = 3
 EXAMPLES = int(os.environ.get("TRAWLER_POISON_EXAMPLES", "40"))
@@ -160,13 +160,13 @@ def served() -> Iterator[tuple[Site, RawServer]]:
 
 def crawl(seeds: list[str], data: Path, sitemaps: bool = False) -> bool:
     config = CrawlConfig(
-        seeds=seeds, allow_private=True, delay_s=0, max_attempts=1, sitemaps=sitemaps,
+        allow_private=True, delay_s=0, max_attempts=1, sitemaps=sitemaps,
         parse_processes=0, timeout_s=5, connect_timeout_s=5, robots_retry_waits_s=[0.01],
         concurrency=8, max_crawl_delay_s=0.01,
     )  # fmt: skip
     backend = EmbeddedBackend(data)
     backend.store.create_job(config)
-    crawler = Crawler(config, backend)
+    crawler = Crawler(config, backend, seeds=[[normalise(seed) or seed for seed in seeds]])
     return asyncio.run(asyncio.wait_for(crawler.run(0), CRAWL_TIMEOUT_S))
 
 

@@ -156,7 +156,7 @@ def test_progress_line_shows_not_html_apart_from_errors() -> None:
 
 async def test_postgres_rows_by_kind_and_stats(fresh_postgres_url: str) -> None:
     async with await PostgresStore.connect(fresh_postgres_url) as store:
-        job = await store.create_job(CrawlConfig(seeds=[SITE + "/"]))
+        job = await store.create_job(CrawlConfig())
         await store.store_batch(job, PAGES, robots=ROBOTS)
         everything = [r async for r in store.iter_pages(job, kinds=frozenset(db.EXPORT_KINDS))]
         default = [r async for r in store.iter_pages(job)]

@@ -30,7 +30,7 @@ from trawler.urls import host_key
 
 pytestmark = pytest.mark.timeout(60)
 
-CONFIG = CrawlConfig(seeds=["http://a.test/"], delay_s=0.0, parse_processes=0)
+CONFIG = CrawlConfig(delay_s=0.0, parse_processes=0)
 TOO_BIG_STATUS = 2**70  # no INTEGER column of either database holds it
 PAST_YEAR_9999 = 1e12  # WARC-Date cannot be written for it
 

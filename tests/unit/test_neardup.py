@@ -18,7 +18,7 @@ from trawler.outcome import page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.store import sqlite as db
 
-CONFIG = CrawlConfig(seeds=["http://docs.test/"])
+CONFIG = CrawlConfig()
 LETTERS = "abcdefghijklmnop"
 
 

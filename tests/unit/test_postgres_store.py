@@ -17,7 +17,13 @@ from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
-from trawler.store.pgschema import MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
+from trawler.store.pgschema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SCOPE_HOSTS_VERSION,
+    SchemaTooNew,
+    migrate,
+)
 from trawler.store.postgres import (
     EXPORT_COLUMNS,
     GETCONN_TIMEOUT_S,
@@ -25,7 +31,7 @@ from trawler.store.postgres import (
     PostgresStore,
 )
 
-CONFIG = CrawlConfig(seeds=["http://a.test/"], max_depth=3, delay_s=0.5)
+CONFIG = CrawlConfig(max_depth=3, delay_s=0.5)
 
 
 @pytest.fixture
@@ -156,10 +162,10 @@ async def test_job_lifecycle(store: PostgresStore) -> None:
 
 async def test_list_jobs_newest_first(store: PostgresStore) -> None:
     first = await store.create_job(CONFIG)
-    second = await store.create_job(CrawlConfig(seeds=["http://b.test/"]), state="running")
+    second = await store.create_job(CrawlConfig(max_depth=1), state="running")
     jobs = await store.list_jobs()
     assert [job.id for job in jobs] == [second, first]
-    assert jobs[0].state == "running" and jobs[0].config.seeds == ["http://b.test/"]
+    assert jobs[0].state == "running"
     assert jobs[0].created_at >= jobs[1].created_at > 1_600_000_000
 
 
@@ -216,12 +222,54 @@ async def test_text_postgres_cannot_hold_is_replaced(store: PostgresStore) -> No
     assert row["url"] == "http://a.test/\ufffd"
 
 
-async def test_job_with_seeds_of_any_bytes_is_stored(store: PostgresStore) -> None:
-    # A NUL in a seeds file line made `trawler submit` fail: jsonb refuses \u0000.
-    seeds = ["http://a.test/x\x00y", "http://a.test/caf\udce9"]  # \udce9: argv byte 0xE9
-    job_id = await store.create_job(CrawlConfig(seeds=seeds))
-    config, _state = await store.get_job(job_id)
-    assert config.seeds == ["http://a.test/x%00y", "http://a.test/caf%E9"]
+async def test_listing_active_jobs_reads_no_config(store: PostgresStore) -> None:
+    """Workers poll for jobs: finished ones are not listed, no config is read."""
+    done = await store.create_job(CONFIG, state="finished")
+    running = await store.create_job(CONFIG, state="running")
+    pending = await store.create_job(CONFIG, state="pending")
+    active = await store.list_jobs(("pending", "running"))
+    assert [job.id for job in active] == [pending, running]
+    assert done in {job.id for job in await store.list_jobs()}
+    assert not hasattr(active[0], "config")
+
+
+async def test_job_scope_hosts_commit_with_the_job(store: PostgresStore) -> None:
+    async with store.creating_job(CONFIG, "running", ["a.test", "b.test:8080"]) as job_id:
+        pass
+    assert sorted(await store.scope_hosts(job_id)) == ["a.test", "b.test:8080"]
+    await store.add_scope_hosts(job_id, ["a.test", "c.test"])
+    assert sorted(await store.scope_hosts(job_id)) == ["a.test", "b.test:8080", "c.test"]
+    with pytest.raises(RuntimeError):
+        async with store.creating_job(CONFIG, "running", ["d.test"]):
+            raise RuntimeError("seeding failed")
+    assert [job.id for job in await store.list_jobs()] == [job_id]
+
+
+async def migrate_to(conn: psycopg.AsyncConnection, version: int) -> None:
+    """The schema as an older Trawler left it: the first ``version`` migrations."""
+    await conn.execute(
+        "CREATE TABLE schema_version ("
+        " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    for number, sql in enumerate(MIGRATIONS[:version], start=1):
+        await conn.execute(sql)
+        await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+
+
+async def test_older_jobs_seeds_become_their_scope(fresh_postgres_url: str) -> None:
+    """A job stored by a Trawler that kept seeds in the config: the migration moves
+    their hosts to job_scope_hosts and takes them out of the config."""
+    async with await psycopg.AsyncConnection.connect(fresh_postgres_url, autocommit=True) as conn:
+        await migrate_to(conn, SCOPE_HOSTS_VERSION - 1)
+        legacy = {**CONFIG.model_dump(), "seeds": ["http://a.test/x", "HTTP://B.test:81/"]}
+        await conn.execute(
+            "INSERT INTO jobs (id, config, state) VALUES ('old', %s, 'running')",
+            (psycopg.types.json.Jsonb(legacy),),
+        )
+    async with await PostgresStore.connect(fresh_postgres_url) as store:
+        assert sorted(await store.scope_hosts("old")) == ["a.test", "b.test:81"]
+        config, _state = await store.get_job("old")
+        assert config == CONFIG
 
 
 # -- counters and stats -----------------------------------------------------------------
@@ -258,7 +306,7 @@ async def test_stats_have_the_embedded_shape(store: PostgresStore, tmp_path: Pat
 
     assert stats.keys() == expected.keys()
     assert stats["job"].keys() == expected["job"].keys()
-    assert stats["job"]["seeds"] == CONFIG.seeds and stats["job"]["id"] == job_id
+    assert stats["job"]["seed_hosts"] == 0 and stats["job"]["id"] == job_id
     for key in ("pages_stored", "pages_ok", "bytes_downloaded", "status", "errors",
                 "pages_per_s", "counters"):  # fmt: skip
         assert stats[key] == expected[key], key

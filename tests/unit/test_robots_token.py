@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trawler.analysis import _analyser
+from trawler.analysis import Analyser
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.fetch import Fetcher
 from trawler.records import RobotsFetch
@@ -72,6 +72,7 @@ def test_a_kept_body_gives_each_token_its_own_verdict() -> None:
 
 
 def test_meta_robots_use_the_same_token() -> None:
-    _analyser.cache_clear()
-    assert _analyser(config(user_agent=MOZILLA_UA).model_dump_json())[1] == "mybot"
-    assert _analyser(config(robots_agent="OtherBot").model_dump_json())[1] == "otherbot"
+    mozilla = Analyser.build(config(user_agent=MOZILLA_UA).model_dump_json(), [])
+    assert mozilla.agent_token == "mybot"
+    other = Analyser.build(config(robots_agent="OtherBot").model_dump_json(), [])
+    assert other.agent_token == "otherbot"

@@ -184,4 +184,13 @@ class Backend(Protocol):
     async def host_url_counts(self) -> dict[str, int]:
         """URLs admitted so far per host (for the per-host budget)."""
 
+    async def scope_hosts(self) -> list[str]:
+        """The hosts of the job's seeds (host keys): its scope, kept with the job."""
+
+    async def add_scope_hosts(self, hosts: list[str]) -> None:
+        """Keep these seed hosts with the job, before their seeds enter the frontier."""
+
+    async def seeds_added(self) -> None:
+        """The seeds given to this run are all in the frontier."""
+
     async def close(self) -> None: ...

@@ -109,6 +109,15 @@ class DistributedBackend:
     async def host_url_counts(self) -> dict[str, int]:
         return {}  # --max-pages-per-host is per worker in distributed mode
 
+    async def scope_hosts(self) -> list[str]:
+        return await self.store.scope_hosts(self.job_id)
+
+    async def add_scope_hosts(self, hosts: list[str]) -> None:
+        await self.store.add_scope_hosts(self.job_id, hosts)
+
+    async def seeds_added(self) -> None:
+        pass  # `trawler submit` seeds a distributed job, whole, before it is committed
+
     async def close(self) -> None:
         if self._closed:  # the worker closes it again when the crawl could not start
             return

@@ -75,6 +75,15 @@ class EmbeddedBackend:
     async def host_url_counts(self) -> dict[str, int]:
         return await self._in_writer(self.store.host_url_counts)
 
+    async def scope_hosts(self) -> list[str]:
+        return await self._in_writer(self.store.scope_hosts)
+
+    async def add_scope_hosts(self, hosts: list[str]) -> None:
+        await self._in_writer(self.store.add_scope_hosts, hosts)
+
+    async def seeds_added(self) -> None:
+        await self._in_writer(self.store.seeds_added)
+
     async def close(self) -> None:
         try:
             await self._in_writer(self._close)

@@ -10,8 +10,21 @@ from __future__ import annotations
 
 import psycopg
 
+from trawler.urls import seed_hosts
+
 # Any constant bigint: the advisory lock key that serialises migrations ("trawler").
 MIGRATION_LOCK_KEY = 0x74726177_6C6572
+
+# Each job's scope, the hosts of its seeds; seeds leave the config (seeds.py):
+# _seeds_to_scope_hosts moves those of older jobs right after this step.
+SCOPE_HOSTS = """
+CREATE TABLE job_scope_hosts (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    host text NOT NULL,
+    PRIMARY KEY (job_id, host)
+);
+CREATE INDEX jobs_by_state ON jobs (state, created_at);
+"""
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
@@ -79,9 +92,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX robots_fetches_job_order ON robots_fetches (job_id, id);
     """,
+    # Each job's scope: see SCOPE_HOSTS.
+    SCOPE_HOSTS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+SCOPE_HOSTS_VERSION = MIGRATIONS.index(SCOPE_HOSTS) + 1
 
 
 class SchemaTooNew(RuntimeError):
@@ -107,5 +123,21 @@ async def migrate(conn: psycopg.AsyncConnection) -> int:
             )
         for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
             await conn.execute(sql)  # no parameters: several statements are allowed
+            if version == SCOPE_HOSTS_VERSION:
+                await _seeds_to_scope_hosts(conn)
             await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
     return SCHEMA_VERSION
+
+
+async def _seeds_to_scope_hosts(conn: psycopg.AsyncConnection) -> None:
+    """Migration 2's data step: jobs of an older Trawler keep their seeds in the
+    config; their hosts become the job's scope and the seeds leave the config
+    (they are in the job's frontier already)."""
+    cur = await conn.execute("SELECT id, config -> 'seeds' FROM jobs WHERE config ? 'seeds'")
+    for job_id, seeds in await cur.fetchall():
+        rows = [(job_id, host) for host in sorted(seed_hosts(seeds or []))]
+        async with conn.cursor() as insert:
+            await insert.executemany(
+                "INSERT INTO job_scope_hosts VALUES (%s, %s) ON CONFLICT DO NOTHING", rows
+            )
+        await conn.execute("UPDATE jobs SET config = config - 'seeds' WHERE id = %s", (job_id,))

@@ -30,12 +30,13 @@ async def read_stats(conn: psycopg.AsyncConnection, job_id: str) -> dict:
     job = await _fetchall(
         conn,
         "SELECT id, state, extract(epoch FROM created_at)::float8,"
-        " extract(epoch FROM updated_at)::float8, config -> 'seeds' FROM jobs WHERE id = %s",
+        " extract(epoch FROM updated_at)::float8,"
+        " (SELECT count(*) FROM job_scope_hosts WHERE job_id = jobs.id) FROM jobs WHERE id = %s",
         job_id,
     )
     if job:
         stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job[0], strict=False))
-        stats["job"]["seeds"] = job[0][4] or []
+        stats["job"]["seed_hosts"] = job[0][4]
     stats["urls_discovered"] = stats["urls_queued"] = None  # the frontier's numbers
     ((stored, ok, size, first, last, hosts),) = await _fetchall(
         conn,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from trawler.config import CrawlConfig
+from trawler.config import CrawlConfig, stored_config
 from trawler.outage import ServiceHealth, guarded
 from trawler.records import PageRecord, RobotsRecord
 from trawler.store.kinds import (
@@ -78,6 +78,7 @@ _ADD_COUNTER = (
     "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
     " ON CONFLICT (job_id, name) DO UPDATE SET value = counters.value + excluded.value"
 )
+_ADD_SCOPE_HOST = "INSERT INTO job_scope_hosts VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _INSERT_ATTEMPT = (
     "INSERT INTO fetch_attempts (job_id, url, attempt, started_at, duration_s, status, error,"
     " decision) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -90,11 +91,12 @@ class PostgresUnavailable(ConnectionError):
 
 @dataclass(slots=True)
 class JobInfo:
+    """A job as listed: no config (``get_job`` reads one job's)."""
+
     id: str
     state: str
     created_at: float  # Unix time, seconds
     updated_at: float
-    config: CrawlConfig
 
 
 def _clean(value: Any) -> Any:
@@ -195,8 +197,11 @@ class PostgresStore:
         return job_id
 
     @contextlib.asynccontextmanager
-    async def creating_job(self, config: CrawlConfig, state: str = "pending") -> AsyncIterator[str]:
-        """A new job's id; its row is committed only if the ``async with`` body succeeds."""
+    async def creating_job(
+        self, config: CrawlConfig, state: str = "pending", scope_hosts: Iterable[str] = ()
+    ) -> AsyncIterator[str]:
+        """A new job's id; its row and its scope (the seeds' hosts) are committed
+        only if the ``async with`` body succeeds."""
         _check_state(state)
         job_id = uuid.uuid4().hex[:12]
         async with self.pool.connection() as conn, conn.transaction():
@@ -204,7 +209,31 @@ class PostgresStore:
                 "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
                 (job_id, config.model_dump_json(), state),
             )
+            async with conn.cursor() as cur:
+                await cur.executemany(_ADD_SCOPE_HOST, [(job_id, h) for h in scope_hosts])
             yield job_id
+
+    async def scope_hosts(self, job_id: str) -> list[str]:
+        """The hosts of the job's seeds (host keys): its scope."""
+
+        async def select() -> list[Any]:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT host FROM job_scope_hosts WHERE job_id = %s", (job_id,)
+                )
+                return await cur.fetchall()
+
+        return [host for (host,) in await self._call(select)]
+
+    async def add_scope_hosts(self, job_id: str, hosts: Iterable[str]) -> None:
+        rows = [(job_id, host) for host in hosts]
+
+        async def insert() -> None:
+            async with self.pool.connection() as conn, conn.cursor() as cur:
+                await cur.executemany(_ADD_SCOPE_HOST, rows)
+
+        if rows:
+            await self._call(insert)
 
     async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
         """The job's config and state; KeyError when there is no such job."""
@@ -217,25 +246,23 @@ class PostgresStore:
         row = await self._call(select)
         if row is None:
             raise KeyError(job_id)
-        return CrawlConfig.model_validate(row[0]), row[1]
+        return stored_config(row[0])[0], row[1]
 
-    async def list_jobs(self) -> list[JobInfo]:
-        """Every job, newest first."""
+    async def list_jobs(self, states: Sequence[str] | None = None) -> list[JobInfo]:
+        """The jobs in ``states`` (all when None), newest first, without their configs."""
+        where = "WHERE state = ANY(%s)" if states is not None else ""
 
         async def select() -> list[Any]:
             async with self.pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT id, state, extract(epoch FROM created_at)::float8,"
-                    " extract(epoch FROM updated_at)::float8, config FROM jobs"
-                    " ORDER BY created_at DESC, id"
+                    f" extract(epoch FROM updated_at)::float8 FROM jobs {where}"
+                    " ORDER BY created_at DESC, id",
+                    (list(states),) if states is not None else None,
                 )
                 return await cur.fetchall()
 
-        rows = await self._call(select)
-        return [
-            JobInfo(id_, state, created, updated, CrawlConfig.model_validate(config))
-            for id_, state, created, updated, config in rows
-        ]
+        return [JobInfo(*row) for row in await self._call(select)]
 
     async def set_job_state(self, job_id: str, state: str) -> None:
         _check_state(state)

@@ -12,16 +12,15 @@ ones (export, stats), which open their own connection.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import fields
 from operator import attrgetter
 from pathlib import Path
 
-from trawler.config import CrawlConfig
+from trawler.config import CrawlConfig, stored_config
 from trawler.outcome import NOT_HTML
 from trawler.records import PageRecord, RobotsRecord
 from trawler.store.kinds import (
@@ -33,6 +32,7 @@ from trawler.store.kinds import (
     robots_export_row,
 )
 from trawler.store.search import ensure_search_schema
+from trawler.urls import seed_hosts
 
 DB_NAME = "trawler.db"
 
@@ -80,7 +80,7 @@ SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
     config TEXT NOT NULL,
-    state TEXT NOT NULL,            -- running, stopped, finished
+    state TEXT NOT NULL,            -- seeding, running, stopped, finished
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -140,6 +140,8 @@ CREATE TABLE IF NOT EXISTS robots (
     failures INTEGER NOT NULL,      -- consecutive unavailable answers
     PRIMARY KEY (site, profile)
 );
+-- The hosts of the job's seeds (host keys): its scope, rebuilt from here on resume.
+CREATE TABLE IF NOT EXISTS scope_hosts (host TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_state (
     name TEXT PRIMARY KEY,          -- run: running, or stopped (cleanly)
     value TEXT NOT NULL
@@ -261,14 +263,45 @@ class SqliteStore:
         ).fetchone()
         if row is None:
             return None
-        return row[0], CrawlConfig.model_validate_json(row[1]), row[2]
+        config, legacy_seeds = stored_config(row[1])
+        if legacy_seeds:  # a job of an older Trawler: its seeds become its scope, once
+            self.add_scope_hosts(seed_hosts(legacy_seeds))
+            self.update_job(row[0], config=config)
+        return row[0], config, row[2]
 
-    def create_job(self, config: CrawlConfig) -> str:
+    def seeds_added(self) -> None:
+        """A job's new seeds are all in the frontier: it is no longer ``seeding``."""
+        self.conn.execute(
+            "UPDATE jobs SET state = 'running', updated_at = ? WHERE state = 'seeding'",
+            (time.time(),),
+        )
+        self.conn.commit()
+
+    def end_run(self, job_id: str, state: str) -> None:
+        """A run's end state (stopped, finished), unless it stopped while adding seeds:
+        those are not all in, and the next run must be given them again."""
+        self.conn.execute(
+            "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ? AND state != 'seeding'",
+            (state, time.time(), job_id),
+        )
+        self.conn.commit()
+
+    def scope_hosts(self) -> list[str]:
+        """The hosts of the job's seeds (host keys): its scope."""
+        return [host for (host,) in self.conn.execute("SELECT host FROM scope_hosts")]
+
+    def add_scope_hosts(self, hosts: Iterable[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO scope_hosts VALUES (?)", [(host,) for host in hosts]
+        )
+        self.conn.commit()
+
+    def create_job(self, config: CrawlConfig, state: str = "running") -> str:
         job_id = uuid.uuid4().hex[:12]
         now = time.time()
         self.conn.execute(
-            "INSERT INTO jobs VALUES (?, ?, 'running', ?, ?)",
-            (job_id, config.model_dump_json(), now, now),
+            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+            (job_id, config.model_dump_json(), state, now, now),
         )
         self.conn.commit()
         return job_id
@@ -404,13 +437,15 @@ def _grouped(conn: sqlite3.Connection, column: str, table: str, where: str) -> d
 def read_stats(conn: sqlite3.Connection) -> dict:
     """Aggregate numbers for `trawler stats`."""
     job = conn.execute(
-        "SELECT id, state, created_at, updated_at, config FROM jobs ORDER BY created_at DESC"
+        "SELECT id, state, created_at, updated_at FROM jobs ORDER BY created_at DESC"
     ).fetchone()
     stats: dict = {"job": None}
     if job is not None:
-        seeds = json.loads(job[4]).get("seeds", [])
         stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job, strict=False))
-        stats["job"]["seeds"] = seeds
+        try:
+            stats["job"]["seed_hosts"] = _scalar(conn, "SELECT count(*) FROM scope_hosts")
+        except sqlite3.OperationalError:  # a database of an older Trawler, read-only
+            stats["job"]["seed_hosts"] = None
     stats["urls_discovered"] = _scalar(conn, "SELECT count(*) FROM urls")
     stats["urls_queued"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {QUEUED}")
     stats["pages_stored"] = _scalar(conn, "SELECT count(*) FROM pages")
