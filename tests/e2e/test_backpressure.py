@@ -19,6 +19,7 @@ from trawler.engine import Crawler
 from trawler.store.base import CommitBatch
 from trawler.store.embedded import EmbeddedBackend
 from trawler.store.sqlite import DB_NAME
+from trawler.urls import normalise
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,12 +42,12 @@ def tree_site() -> dict:
 async def crawl_with_one_commit_held(seeds: list[str], data: Path) -> list[int]:
     """Crawl, holding up the first commit that has pages; the size of every batch."""
     config = CrawlConfig(
-        seeds=seeds, allow_private=True, delay_s=0, parse_processes=0, concurrency=16,
+        allow_private=True, delay_s=0, parse_processes=0, concurrency=16,
         sitemaps=False, scope="any", max_crawl_delay_s=0.01,
     )  # fmt: skip
     backend = EmbeddedBackend(data)
     backend.store.create_job(config)
-    crawler = Crawler(config, backend)
+    crawler = Crawler(config, backend, seeds=[[normalise(seed) or seed for seed in seeds]])
     crawler.batch_limit = LIMIT
     sizes: list[int] = []
     commit = backend.commit
