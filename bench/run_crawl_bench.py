@@ -201,7 +201,12 @@ def run_child(
     """Run the crawl, sampling it; SIGINT (a clean stop) at max_seconds, SIGKILL later."""
     started_at, start = time.time(), time.monotonic()
     child = subprocess.Popen(cmd, cwd=ROOT)
-    profiler = start_profiler(child.pid, profile_out, profile_mode) if profile_out else None
+    try:
+        profiler = start_profiler(child.pid, profile_out, profile_mode) if profile_out else None
+    except OSError:  # no py-spy: an orphaned crawler would crawl into the next run's nginx
+        child.kill()
+        child.wait()
+        raise
     samples, stopped, killed = [], False, False
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)

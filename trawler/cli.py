@@ -87,6 +87,7 @@ def crawl(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA; resumes the unfinished job already in DATA."""
+    from trawler import gcpolicy
     from trawler.engine import Crawler
     from trawler.store.embedded import EmbeddedBackend
     from trawler.store.sqlite import NotTrawlerData
@@ -119,6 +120,7 @@ def crawl(
         typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
     with spool, progress_reporter(quiet) as report:
         crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
+        gcpolicy.tune_for_crawling()
         try:
             complete, stop_signal = asyncio.run(_run(crawler, stored_pages))
         except (OSError, sqlite3.Error) as exc:

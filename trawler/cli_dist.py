@@ -75,6 +75,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
         """Run a worker: crawl the jobs in Redis/PostgreSQL; start as many as wanted, anywhere."""
         import logging
 
+        from trawler import gcpolicy
         from trawler.progress import progress_reporter
         from trawler.store.distributed import default_worker_id
         from trawler.worker import Worker, WorkerOptions
@@ -83,6 +84,7 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
                                 exit_when_idle, lease_timeout)  # fmt: skip
+        gcpolicy.tune_for_crawling()
         with progress_reporter(quiet) as report:
             stop_signal = _connected(fail, _run_worker(Worker(options, report)))
         if stop_signal is not None:

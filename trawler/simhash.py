@@ -188,6 +188,10 @@ class SimHashIndex:
         self._fingerprints = array("Q")
         self._keys: list[str] = []
         self._blocks = _blocks(k + 1)  # (shift, mask) per table
+        # The one-bit flips of each table's block, for multi-probe lookups.
+        self._flips = [
+            tuple(1 << bit for bit in range(mask.bit_length())) for _, mask in self._blocks
+        ]
         self._tables: list[dict[int, array]] = [{} for _ in self._blocks]
 
     def __len__(self) -> int:
@@ -237,12 +241,17 @@ class SimHashIndex:
         million fingerprints (k = 3), a few dict lookups at a thousand.
         """
         stored, found = self._fingerprints, set()
-        for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
+        for (shift, mask), flips, table in zip(
+            self._blocks, self._flips, self._tables, strict=True
+        ):
             block = (fingerprint >> shift) & mask
-            for probe in (block, *(block ^ (1 << bit) for bit in range(mask.bit_length()))):
-                for position in table.get(probe, ()):
-                    if (stored[position] ^ fingerprint).bit_count() <= max_bits:
-                        found.add(position)
+            get = table.get
+            for probe in (block, *[block ^ flip for flip in flips]):
+                bucket = get(probe)
+                if bucket is not None:
+                    for position in bucket:
+                        if (stored[position] ^ fingerprint).bit_count() <= max_bits:
+                            found.add(position)
         return sorted(found, key=lambda p: ((stored[p] ^ fingerprint).bit_count(), p))
 
     def key(self, position: int) -> str:

@@ -61,6 +61,12 @@ _QUERY_NEEDS_WORK = re.compile(f"[^{_QUERY_CHARS}]")
 _PATH_PCT = re.compile(f"%([0-9A-Fa-f]{{2}})|%|[^{_PATH_CHARS}%]+")
 _QUERY_PCT = re.compile(f"%([0-9A-Fa-f]{{2}})|%|[^{_QUERY_CHARS}%]+")
 
+# An IPv4 address as the WHATWG serialiser writes it (decimal, no leading zeros,
+# four parts): the parser keeps it as it is. Other numeric forms ("127.1",
+# "0x7f.0.0.1", "010.0.0.1") are rewritten or refused: the parser decides.
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED_QUAD = re.compile(rf"{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}")
+
 # Lenient DNS name: LDH labels plus "_" (seen in the wild), ≤ 63 chars each.
 _HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
 
@@ -121,7 +127,9 @@ def _plain_parts(url: str) -> tuple[str, str, str, str, str] | None:
     host = host.lower()
     # A last label starting with a digit may make the host IPv4 (WHATWG §3.5:
     # "0x7f.1" is 127.0.0.1); punycode labels need validating: the parser decides.
-    if host[host.rfind(".") + 1].isdigit() or "xn--" in host or len(host) > 253:
+    if host[host.rfind(".") + 1].isdigit() and _DOTTED_QUAD.fullmatch(host) is None:
+        return None
+    if "xn--" in host or len(host) > 253:
         return None
     if port and int(port) > 65535:
         return None
