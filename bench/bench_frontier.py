@@ -35,6 +35,7 @@ from pathlib import Path
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
 from trawler.engine import COMMIT_MAX_ITEMS
+from trawler.gcpolicy import tune_for_crawling
 from trawler.records import CrawlRequest
 from trawler.store.base import CommitBatch
 from trawler.store.embedded import EmbeddedBackend
@@ -192,6 +193,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(resume(args.data))))
         return
     shutil.rmtree(args.data, ignore_errors=True)
+    tune_for_crawling()  # as `trawler crawl` runs
     figures = asyncio.run(ingest(args.data, args.urls, args.hosts, args.chunk))
     child = subprocess.run(
         [sys.executable, __file__, "--resume-only", "--data", str(args.data)],
