@@ -78,23 +78,67 @@ def embedded(tmp: Path, seeds_file: Path, count: int, new_seed: str) -> dict:
     }  # fmt: skip
 
 
-def distributed(tmp: Path, seeds_file: Path, count: int) -> dict:
+def distributed(tmp: Path, seeds_file: Path, count: int, workers: int, seconds: float) -> dict:
+    """`trawler submit`, then ``workers`` `trawler worker`s crawling for ``seconds``:
+    each must still be running when it is told to stop (SIGTERM, exit 143)."""
     (tmp / "redis").mkdir()
     redis = start_redis(tmp / "redis", appendonly=False)
     postgres = start_postgres()
+    connect = ("--redis", redis.url, "--postgres", postgres.url)
     try:
-        submit_s, rss, err = timed("submit", "--seeds-file", str(seeds_file), "--redis",
-                                   redis.url, "--postgres", postgres.url)  # fmt: skip
-        info = subprocess.run(["redis-cli", "-p", str(redis.port), "info", "memory"],
-                              capture_output=True, text=True).stdout  # fmt: skip
-        used = int(next(line.split(":")[1] for line in info.splitlines()
-                        if line.startswith("used_memory:")))  # fmt: skip
+        before = _redis_used(redis.port)
+        submit_s, rss, err = timed("submit", "--seeds-file", str(seeds_file), *connect,
+                                   "--allow-private", "--no-sitemaps")  # fmt: skip
+        used = _redis_used(redis.port) - before
+        crawled = _run_workers(tmp, connect, workers, seconds)
+        slowest_ms = _slowlog_max_ms(redis.port)
     finally:
         redis.stop()
         postgres.stop()
     return {"seeds": count, "submit_s": round(submit_s, 1), "submit_peak_rss_mb": round(rss),
             "redis_used_mb": round(used / 2**20), "redis_bytes_per_seed": round(used / count),
-            "said": err.strip().splitlines()[-1]}  # fmt: skip
+            "said": err.strip().splitlines()[-1], **crawled,
+            "redis_slowest_call_ms": slowest_ms}  # fmt: skip
+
+
+def _redis_used(port: int) -> int:
+    info = subprocess.run(["redis-cli", "-p", str(port), "info", "memory"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return int(next(line.split(":")[1] for line in info.splitlines()
+                    if line.startswith("used_memory:")))  # fmt: skip
+
+
+def _slowlog_max_ms(port: int) -> float:
+    out = subprocess.run(["redis-cli", "-p", str(port), "slowlog", "get", "1000"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    lines = out.splitlines()
+    # Each entry: id, timestamp, microseconds, ...: the third line of each entry.
+    micros = [int(lines[i + 2]) for i, line in enumerate(lines[:-2])
+              if line.isdigit() and lines[i + 1].isdigit() and lines[i + 2].isdigit()
+              and int(lines[i + 1]) > 1_000_000_000]  # fmt: skip
+    return round(max(micros, default=0) / 1000, 1)
+
+
+def _run_workers(tmp: Path, connect: tuple[str, ...], workers: int, seconds: float) -> dict:
+    if not workers:
+        return {}
+    logs = [tmp / f"worker-{i}.log" for i in range(workers)]
+    procs = []
+    for i, log in enumerate(logs):
+        with log.open("w") as out:
+            command = [*TRAWLER, "worker", *connect, "--warc-dir", str(tmp / "warc"),
+                       "--worker-id", f"bench-{i}", "-q"]  # fmt: skip
+            procs.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT))
+    time.sleep(seconds)
+    alive = [p.poll() is None for p in procs]
+    for p in procs:
+        p.terminate()
+    codes = [p.wait(60) for p in procs]
+    stats = subprocess.run([*TRAWLER, "stats", *connect, "--json"],
+                           capture_output=True, text=True).stdout  # fmt: skip
+    return {"workers": workers, "worker_seconds": seconds, "workers_alive_at_end": sum(alive),
+            "worker_exit_codes": codes, "stats": stats.strip()[-400:],
+            "worker_log_tail": [log.read_text()[-300:] for log in logs]}  # fmt: skip
 
 
 def main() -> None:
@@ -102,6 +146,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--only", choices=("embedded", "distributed"))
+    parser.add_argument("--workers", type=int, default=0, help="workers to run after submit")
+    parser.add_argument("--worker-seconds", type=float, default=60.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-seeds-") as name:
         tmp = Path(name)
@@ -109,16 +155,16 @@ def main() -> None:
         site, bases = start_site(args.hosts)
         try:
             write_seeds(seeds_file, args.seeds, bases)
-            results = {}
             if args.only in (None, "embedded"):
-                results["embedded"] = embedded(tmp, seeds_file, args.seeds, bases[0] + "/new")
-                print(json.dumps(results["embedded"]), flush=True)
+                result = embedded(tmp, seeds_file, args.seeds, bases[0] + "/new")
+                print(json.dumps(result), flush=True)
+            if args.only in (None, "distributed"):
+                result = distributed(tmp, seeds_file, args.seeds, args.workers,
+                                     args.worker_seconds)  # fmt: skip
+                print(json.dumps(result), flush=True)
         finally:
             site.terminate()
             site.wait(30)
-        if args.only in (None, "distributed"):
-            results["distributed"] = distributed(tmp, seeds_file, args.seeds)
-            print(json.dumps(results["distributed"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -103,16 +103,19 @@ class DiskQueues:
 
     def persist_new(self, conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
         """Append new URLs to their hosts' queues (inside the commit's transaction)."""
-        new_seq = self._new_seq
-        for chunk in _chunks(requests):
-            rows = []
-            for r in chunk:
-                seq = new_seq[r.fp] = next(self._seq)
-                rows.append((r.host, r.depth, seq, r.fp, r.url, r.parent_url, r.kind, r.lastmod))
+        new_seq, rows = self._new_seq, []
+        for r in requests:
+            seq = new_seq[r.fp] = next(self._seq)
+            rows.append((r.host, r.depth, seq, r.fp, r.url, r.parent_url, r.kind, r.lastmod))
+        # In key order, each host's new rows go into its B-tree leaf one after the
+        # other and the leaves are visited once, in order (in discovery order, every
+        # row was a walk from the root to another host's leaf).
+        rows.sort()
+        for chunk in _chunks(rows):
             conn.executemany(
                 "INSERT INTO urls (host, depth, seq, fp, url, parent_url, kind, lastmod)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                chunk,
             )
         added = Counter(r.host for r in requests)
         conn.executemany(_COUNT, [(host, n, n) for host, n in added.items()])
@@ -242,6 +245,6 @@ class DiskQueues:
         queue.cursor = (kept[-1][0], kept[-1][1])
 
 
-def _chunks(requests: Sequence[CrawlRequest]) -> Iterator[Sequence[CrawlRequest]]:
-    for start in range(0, len(requests), CHUNK):
-        yield requests[start : start + CHUNK]
+def _chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:
+    for start in range(0, len(rows), CHUNK):
+        yield rows[start : start + CHUNK]
