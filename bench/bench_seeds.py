@@ -14,8 +14,10 @@ and its parser processes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -109,8 +111,8 @@ def _redis_used(port: int) -> int:
 
 
 def _slowlog_max_ms(port: int) -> float:
-    out = subprocess.run(["redis-cli", "-p", str(port), "slowlog", "get", "1000"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    command = ["redis-cli", "-p", str(port), "slowlog", "get", "1000"]
+    out = subprocess.run(command, capture_output=True, check=True).stdout.decode(errors="replace")
     lines = out.splitlines()
     # Each entry: id, timestamp, microseconds, ...: the third line of each entry.
     micros = [int(lines[i + 2]) for i, line in enumerate(lines[:-2])
@@ -141,6 +143,14 @@ def _run_workers(tmp: Path, connect: tuple[str, ...], workers: int, seconds: flo
             "worker_log_tail": [log.read_text()[-300:] for log in logs]}  # fmt: skip
 
 
+def raise_open_files_limit() -> None:
+    """10,000 listening hosts plus three workers' keep-alive connections to them pass
+    the usual 20,000 descriptors: the site then fails every accept. Root may raise it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, 200_000), max(hard, 200_000)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=1_000_000)
@@ -149,6 +159,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="workers to run after submit")
     parser.add_argument("--worker-seconds", type=float, default=60.0)
     args = parser.parse_args()
+    raise_open_files_limit()  # the site and the workers inherit it
     with tempfile.TemporaryDirectory(prefix="bench-seeds-") as name:
         tmp = Path(name)
         seeds_file = tmp / "seeds.txt"

@@ -109,6 +109,11 @@ def _page_row(job_id: str, page: PageRecord) -> tuple:
     return (job_id, *(_clean(value) for value in astuple(page)))
 
 
+def _counter_rows(job_id: str, counters: dict[str, int]) -> list[tuple[str, str, int]]:
+    """Counter upserts in key order (see ``store_batch``)."""
+    return [(job_id, name, counters[name]) for name in sorted(counters)]
+
+
 def _robots_row(job_id: str, record: RobotsRecord) -> tuple:
     return (job_id, *(_clean(value) for value in astuple(record)))
 
@@ -301,7 +306,10 @@ class PostgresStore:
         idempotent: a batch retried after an unknown outcome may count twice.
         """
         page_rows = [_page_row(job_id, page) for page in pages]
-        counter_rows = [(job_id, name, delta) for name, delta in (counters or {}).items()]
+        # Every worker's batch upserts the same counter rows: in key order, or two
+        # transactions can each hold a row the other waits for, and PostgreSQL kills
+        # one (a deadlock). Pages need no order: each URL is leased to one worker.
+        counter_rows = _counter_rows(job_id, counters or {})
         attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
         robots_rows = [_robots_row(job_id, record) for record in robots]
 
@@ -354,7 +362,7 @@ class PostgresStore:
                             await cur.execute(_INSERT_ROBOTS, _robots_row(job_id, record))
                     except ROW_REJECTED as exc:
                         log.warning("cannot store the row of %s: %s", record.url, exc)
-                rows = [(job_id, name, delta) for name, delta in counters.items()]
+                rows = _counter_rows(job_id, counters)
                 if rows:
                     await cur.executemany(_ADD_COUNTER, rows)
 
