@@ -252,3 +252,19 @@ async def test_one_saved_seen_array_is_kept(tmp_path: Path) -> None:
     again = Run(tmp_path)
     assert again.frontier.seen_rows_read == 0
     assert await again.frontier.filter_new(many(5, 10, depth=2)) == []
+
+
+def test_the_seen_set_answers_each_key_in_its_place() -> None:
+    """Seen and unseen fingerprints mixed, in no order: each answer is its own key's
+    (the lookups are made in sorted order and put back)."""
+    rng = random.Random(5)
+    old = list({rng.getrandbits(63) - (1 << 62) for _ in range(20_000)})
+    seen = SeenSet()
+    seen.mark_new(old)
+    seen.committed(old, seq=len(old))
+    seen.merge()
+    new = list({rng.getrandbits(63) for _ in range(2_000)} - set(old))
+    mixed = rng.sample(old, 3_000) + new
+    rng.shuffle(mixed)
+    known = set(old)
+    assert seen.mark_new(mixed) == [fp not in known for fp in mixed]
