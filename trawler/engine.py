@@ -35,6 +35,7 @@ from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
+from trawler.services import Services
 from trawler.sitemapflow import sitemaps_of_origin
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
@@ -67,9 +68,13 @@ class Crawler:
         backend: Backend,
         on_progress: Callable[[Progress], None] | None = None,
         seeds: Iterable[Sequence[str]] = (),
+        services: Services | None = None,
     ) -> None:
-        """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume."""
+        """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
+        ``services``: the process's, shared with its other crawls; None: its own."""
         self.config = config
+        self._own_services = services is None
+        self.services = services or Services(connection_limit=config.concurrency)
         self.backend = backend
         self.on_progress = on_progress
         self.seeds = seeds
@@ -77,11 +82,11 @@ class Crawler:
         # Widened by the job's kept seed hosts and by new seeds in run().
         self.scope = Scope.from_hosts(config.scope, (), config.include, config.exclude)
         self._counters: Counter[str] = Counter()
-        self.fetcher = Fetcher(config)
+        self.fetcher = Fetcher(config, connectors=self.services.http)
         waits = tuple(config.robots_retry_waits_s)
         self.robots = RobotsGate(
             self.fetcher, config.robots_token, waits, self._counters, self._first_robots,
-            self._archive_robots,
+            self._archive_robots, self.services.robots,
         )  # fmt: skip
         self.links = LinkFilter(
             self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,
@@ -100,6 +105,9 @@ class Crawler:
         self.batch_limit = BATCH_LIMIT_ITEMS
         self._batch_taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
         self._stopping = False
+        self.paused = False  # no new request starts; resume() goes on
+        self._running = asyncio.Event()  # clear while paused
+        self._running.set()
         self._fatal: BaseException | None = None
         self.pages_stored = 0  # committed pages, including those of earlier runs
         self.errors = 0
@@ -111,6 +119,7 @@ class Crawler:
         """Crawl until done, stopped or the page budget is spent; True when complete."""
         self.pages_stored = stored_before
         self.frontier = await self.backend.open(self.config)
+        self.frontier.share_hosts(self.services.hosts)
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
         self._widen_scope(await self.backend.scope_hosts())
@@ -130,6 +139,8 @@ class Crawler:
             if reporter:
                 reporter.cancel()
             await self.fetcher.close()
+            if self._own_services:
+                await self.services.close()
             self.analysis.close()
             await self._close_backend()
         if self._fatal is not None:
@@ -148,13 +159,30 @@ class Crawler:
         if not self._stopping:
             log.info("stopping: finishing requests in flight")
             self._stopping = True
+            self._running.set()  # a paused dispatcher wakes up to stop
             self.frontier.close()
+
+    def pause(self) -> None:
+        """Start no new request (robots.txt included); requests in flight finish and
+        are committed, leased URLs not yet sent go back to the queue. The frontier
+        and the store stay open: ``resume()`` goes on with nothing lost or fetched twice."""
+        self.paused = True
+        self._running.clear()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._running.set()
 
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
         limit = asyncio.Semaphore(self.config.concurrency)
         while not self._stopping:
             await limit.acquire()
+            if not self._running.is_set():
+                await self._running.wait()
+                if self._stopping:
+                    limit.release()
+                    return
             if self.config.max_pages is not None and not await self._within_budget():
                 limit.release()
                 return
@@ -202,6 +230,8 @@ class Crawler:
     async def _process(self, request: CrawlRequest) -> None:
         host = request.host
         try:
+            if await self._held_back(request):
+                return
             verdict = await self.robots.verdict(request.url, host, self.frontier)
             if verdict is Verdict.LATER:
                 await self.frontier.hand_back(request, self.robots.retry_in(request.url))
@@ -214,6 +244,8 @@ class Crawler:
                 self._batch.add(UrlOutcome(request, SKIPPED, reason=reason))
                 return
             await self.frontier.wait_host_ready(host)
+            if await self._held_back(request):
+                return
             result = await self.fetcher.fetch(
                 request.url,
                 hop_check=partial(self._hop_check, host),
@@ -225,6 +257,13 @@ class Crawler:
             await self._record(request, _internal_error(request.url, exc))
         finally:
             await self.frontier.finish_host(host)
+
+    async def _held_back(self, request: CrawlRequest) -> bool:
+        """Paused since the URL was leased: it goes back to the queue, unfetched."""
+        if self.paused:
+            await self.frontier.hand_back(request)
+            return True
+        return False
 
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
         """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
