@@ -1,0 +1,221 @@
+"""Many jobs in one process (jobs/runner.py), judged from the web server's access log:
+politeness per host across jobs, pause and resume, cancel. The server runs in a
+process of its own (tests/e2e/latency_site.py) and logs when each request arrived
+and when its answer was ready, on its own clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.servers import prioritise
+from trawler.config import CrawlConfig
+from trawler.jobs.model import InvalidTransition, JobState, UnknownJob
+from trawler.jobs.runner import JobRunner
+from trawler.services import Services
+from trawler.sitegen import Site, SiteSpec
+from trawler.store.embedded import EmbeddedBackend
+from trawler.store.sqlite import DB_NAME
+
+pytestmark = pytest.mark.timeout(120)
+
+CLOCK_SLACK_S = 0.015  # the server stamps arrivals in its own process, a little late
+
+
+@dataclass
+class LatencyServer:
+    site: Site
+    seeds: list[str]
+    log_path: Path
+    process: subprocess.Popen[str]
+
+    def log(self, ua: str | None = None) -> list[dict]:
+        lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
+        entries = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in entries if ua is None or e["ua"] == ua]
+
+
+def start_server(tmp: Path, hosts: int, pages: int, latency_s: float) -> LatencyServer:
+    log_path = tmp / "access.jsonl"
+    cmd = [sys.executable, "-m", "tests.e2e.latency_site", "--hosts", str(hosts), "--pages",
+           str(pages), "--latency", str(latency_s), "--access-log", str(log_path)]  # fmt: skip
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    prioritise(process)
+    assert process.stdout is not None
+    seeds = []
+    for line in process.stdout:
+        if line.strip() == "ready":
+            break
+        seeds.append(line.strip())
+    else:
+        raise RuntimeError("latency site did not start")
+    port = int(seeds[0].rsplit(":", 1)[1].split("/")[0])
+    return LatencyServer(Site(SiteSpec(hosts=hosts, pages=pages, port=port)), seeds, log_path,
+                         process)  # fmt: skip
+
+
+@pytest.fixture
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LatencyServer]:
+    hosts, pages, latency_s = getattr(request, "param", (3, 4, 0.05))
+    served = start_server(tmp_path, hosts, pages, latency_s)
+    yield served
+    served.process.terminate()
+    served.process.wait(10)
+
+
+def job_config(name: str, delay_s: float, **options: object) -> CrawlConfig:
+    return CrawlConfig(
+        user_agent=f"{name}/1.0", allow_private=True, delay_s=delay_s, parse_processes=0,
+        sitemaps=False, **options,
+    )  # fmt: skip
+
+
+def backends(root: Path) -> object:
+    def backend_for(job_id: str) -> EmbeddedBackend:
+        return EmbeddedBackend(root / job_id)
+
+    return backend_for
+
+
+def overlaps(entries: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of requests to one host where the second arrived before the first's
+    answer was ready: two requests in flight to the host at once."""
+    by_host: dict[str, list[dict]] = defaultdict(list)
+    for entry in entries:
+        by_host[entry["host"]].append(entry)
+    found = []
+    for host_entries in by_host.values():
+        host_entries.sort(key=lambda e: e["t"])
+        pairs = zip(host_entries, host_entries[1:], strict=False)
+        found += [(a, b) for a, b in pairs if b["t"] < a["done"]]
+    return found
+
+
+def min_gaps(entries: list[dict]) -> dict[str, float]:
+    """Smallest start-to-start gap between two requests to one host, per host."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for entry in entries:
+        times[entry["host"]].append(entry["t"])
+    return {
+        host: min(b - a for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False))
+        for host, ts in times.items()
+        if len(ts) > 1
+    }
+
+
+def stored_urls(data: Path) -> set[str]:
+    conn = sqlite3.connect(data / DB_NAME)
+    try:
+        return {url for (url,) in conn.execute("SELECT url FROM pages WHERE kind = 'page'")}
+    finally:
+        conn.close()
+
+
+def fetched_urls(entries: list[dict]) -> Counter[str]:
+    return Counter(f"http://{e['host']}{e['path']}" for e in entries if e["path"] != "/robots.txt")
+
+
+async def wait_for(predicate: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def three_overlapping_jobs(server: LatencyServer, root: Path, shared: bool) -> JobRunner:
+    """Jobs A (hosts 0, 1), B (1, 2), C (0, 1, 2), each with --delay 0.3; host 1 is
+    crawled by all three. ``shared``: one Services for all (as the runner does)."""
+    seeds = server.seeds
+    plan = {"A": [seeds[0], seeds[1]], "B": [seeds[1], seeds[2]], "C": seeds[:3]}
+    one = JobRunner(backends(root))
+    runners = {name: one if shared else JobRunner(backends(root), Services()) for name in plan}
+    for name, job_seeds in plan.items():
+        await runners[name].start(name, job_config(name, 0.3), [job_seeds])
+    for name, runner in runners.items():
+        assert await runner.wait(name, 60) is JobState.FINISHED
+    for runner in set(runners.values()):
+        await runner.close()
+    return one
+
+
+async def test_three_jobs_share_politeness_per_host(server: LatencyServer, tmp_path: Path) -> None:
+    await three_overlapping_jobs(server, tmp_path, shared=True)
+    log = server.log()
+    assert not overlaps(log), overlaps(log)[:3]
+    gaps = min_gaps(log)
+    assert len(gaps) == 3 and min(gaps.values()) >= 0.3 - CLOCK_SLACK_S, gaps
+    for name, hosts in {"A": (0, 1), "B": (1, 2), "C": (0, 1, 2)}.items():
+        fetched = fetched_urls(server.log(f"{name}/1.0"))
+        expected = server.site.reachable([server.seeds[i] for i in hosts], None, "host")
+        assert set(fetched) == set(expected) == stored_urls(tmp_path / name)
+        assert max(fetched.values()) == 1  # each job fetched each of its URLs once
+
+
+async def test_the_politeness_check_fails_without_shared_services(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """The same three jobs, each with services of its own: the log shows it."""
+    await three_overlapping_jobs(server, tmp_path, shared=False)
+    log = server.log()
+    assert overlaps(log) or min(min_gaps(log).values()) < 0.3 - CLOCK_SLACK_S
+
+
+@pytest.mark.parametrize("server", [(4, 12, 0.05)], indirect=True)
+async def test_pause_stops_requests_and_resume_loses_nothing(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    runner = JobRunner(backends(tmp_path))
+    await runner.start("A", job_config("A", 0.1), [server.seeds[:2]])
+    await runner.start("B", job_config("B", 0.3), [server.seeds[2:4]])
+    await wait_for(lambda: len(server.log("A/1.0")) >= 6, 30)
+    await runner.pause("A")
+    paused_at = time.time()
+    with pytest.raises(InvalidTransition):
+        await runner.pause("A")
+    await asyncio.sleep(3.0)
+    late = [e for e in server.log("A/1.0") if e["t"] > paused_at + 2.0]
+    assert not late, late
+    assert [e for e in server.log("B/1.0") if e["t"] > paused_at + 1.0]  # B went on
+    assert runner.state("A") is JobState.PAUSED
+    await runner.resume("A")
+    assert await runner.wait("A", 60) is JobState.FINISHED
+    fetched = fetched_urls(server.log("A/1.0"))
+    expected = server.site.reachable(server.seeds[:2], None, "host")
+    assert set(fetched) == set(expected) == stored_urls(tmp_path / "A")
+    assert max(fetched.values()) == 1, [u for u, n in fetched.items() if n > 1]
+    assert [e.to_state for e in runner.job("A").events] == [
+        JobState.RUNNING, JobState.PAUSED, JobState.RUNNING, JobState.FINISHED,
+    ]  # fmt: skip
+    await runner.close()
+
+
+@pytest.mark.parametrize("server", [(2, 12, 0.05)], indirect=True)
+async def test_cancel_keeps_what_was_stored(server: LatencyServer, tmp_path: Path) -> None:
+    runner = JobRunner(backends(tmp_path))
+    await runner.start("A", job_config("A", 0.1), [server.seeds[:2]])
+    await wait_for(lambda: len(server.log("A/1.0")) >= 6, 30)
+    await runner.cancel("A")
+    cancelled_at = time.time()
+    assert runner.state("A") is JobState.CANCELLED
+    with pytest.raises(InvalidTransition):
+        await runner.resume("A")
+    with pytest.raises(UnknownJob):
+        await runner.pause("nope")
+    await asyncio.sleep(0.5)
+    log = server.log("A/1.0")
+    assert not [e for e in log if e["t"] > cancelled_at]
+    fetched = fetched_urls(log)
+    expected = server.site.reachable(server.seeds[:2], None, "host")
+    assert 0 < len(fetched) < len(expected)  # stopped part-way
+    assert set(fetched) == stored_urls(tmp_path / "A")  # every page it fetched is stored
+    await runner.close()
