@@ -31,11 +31,12 @@ from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
+from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
-from trawler.services import Services
+from trawler.services import PolitenessSettings, Services
 from trawler.sitemapflow import sitemaps_of_origin
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
@@ -72,9 +73,14 @@ class Crawler:
     ) -> None:
         """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
         ``services``: the process's, shared with its other crawls; None: its own."""
-        self.config = config
         self._own_services = services is None
         self.services = services or Services(connection_limit=config.concurrency)
+        if services is not None:  # live settings change this copy, never the job's options
+            config = config.model_copy()
+        self.config = config
+        self._job_politeness = (config.delay_s, config.max_crawl_delay_s)
+        self._opened = False
+        self.apply_politeness(self.services.politeness)
         self.backend = backend
         self.on_progress = on_progress
         self.seeds = seeds
@@ -120,6 +126,7 @@ class Crawler:
         self.pages_stored = stored_before
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
+        self._opened = True
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
         self._widen_scope(await self.backend.scope_hosts())
@@ -173,9 +180,24 @@ class Crawler:
         self.paused = False
         self._running.set()
 
+    def apply_politeness(self, settings: PolitenessSettings) -> None:
+        """The operator's settings (Services.politeness), live: where set, they take
+        the place of the job's --delay and --max-crawl-delay."""
+        delay_s, max_crawl_delay_s = self._job_politeness
+        self.config.delay_s = _first_set(settings.delay_s, delay_s)
+        self.config.max_crawl_delay_s = _first_set(settings.max_crawl_delay_s, max_crawl_delay_s)
+        if self._opened:
+            self.frontier.set_policy(PolitenessPolicy.from_config(self.config))
+
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
         limit = asyncio.Semaphore(self.config.concurrency)
+        throttle = self.services.throttle  # the process's limit over all jobs
+
+        def released(_task: asyncio.Task[None]) -> None:
+            limit.release()
+            throttle.release()
+
         while not self._stopping:
             await limit.acquire()
             if not self._running.is_set():
@@ -191,10 +213,11 @@ class Crawler:
                 limit.release()
                 self.exhausted = not self._stopping
                 return
+            await throttle.acquire()
             task = asyncio.create_task(self._process(request))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(lambda _t: limit.release())
+            task.add_done_callback(released)
 
     async def _within_budget(self) -> bool:
         """Wait while in-flight pages could still use up --max-pages."""
@@ -230,7 +253,7 @@ class Crawler:
     async def _process(self, request: CrawlRequest) -> None:
         host = request.host
         try:
-            if await self._held_back(request):
+            if (self.paused or self.services.blocklist.active) and await self._held_back(request):
                 return
             verdict = await self.robots.verdict(request.url, host, self.frontier)
             if verdict is Verdict.LATER:
@@ -244,7 +267,7 @@ class Crawler:
                 self._batch.add(UrlOutcome(request, SKIPPED, reason=reason))
                 return
             await self.frontier.wait_host_ready(host)
-            if await self._held_back(request):
+            if (self.paused or self.services.blocklist.active) and await self._held_back(request):
                 return
             result = await self.fetcher.fetch(
                 request.url,
@@ -259,11 +282,23 @@ class Crawler:
             await self.frontier.finish_host(host)
 
     async def _held_back(self, request: CrawlRequest) -> bool:
-        """Paused since the URL was leased: it goes back to the queue, unfetched."""
+        """No request for this URL now: paused since it was leased (it goes back to the
+        queue), or its host blocked (it is skipped, recorded with the reason)."""
         if self.paused:
             await self.frontier.hand_back(request)
             return True
+        blocklist = self.services.blocklist
+        if blocklist.active and blocklist.blocks(request.host):
+            self._batch.add(UrlOutcome(request, SKIPPED, reason="blocklist"))
+            return True
         return False
+
+    def _not_blocked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+        blocks = self.services.blocklist.blocks
+        kept = [request for request in requests if not blocks(request.host)]
+        if len(kept) < len(requests):
+            self.links.rejected["blocklist"] += len(requests) - len(kept)
+        return kept
 
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
         """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
@@ -326,6 +361,8 @@ class Crawler:
         if outcome.page.canonical is not None:
             discovered += self._canonical(outcome.page, request)
         unit.page = outcome.page
+        if self.services.blocklist.active:
+            discovered = self._not_blocked(discovered)
         fresh = await self.frontier.filter_new(discovered)
         unit.discovered = self.links.within_host_budget(fresh)
 
@@ -362,6 +399,8 @@ class Crawler:
         if not self.scope.allows(url):
             return "out_of_scope"
         hop = self.links.request(url, 0, None)
+        if self.services.blocklist.active and self.services.blocklist.blocks(hop.host):
+            return "blocklist"
         if hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
         verdict = await self.robots.verdict(url, held_host, self.frontier)
@@ -462,6 +501,10 @@ class Crawler:
 def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> tuple:
     return (request.url, request.attempts + 1, result.started_at, round(result.duration_s, 6),
             result.status, result.error, decision)  # fmt: skip
+
+
+def _first_set(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _internal_error(url: str, exc: Exception) -> FetchResult:

@@ -95,6 +95,14 @@ class PolitenessPolicy:
             self.after_request(slot, slot.last_sent_at)  # the interval may have grown
         slot.next_allowed_at = max(slot.next_allowed_at, not_before(slot.health))
 
+    def recompute(self, slot: HostSlot) -> None:
+        """The settings changed (live): the host's next-allowed time under this policy,
+        which may be sooner than under the old one."""
+        ready_at = not_before(slot.health)
+        if slot.last_sent_at is not None:
+            ready_at = max(ready_at, slot.last_sent_at + self.interval_s(slot) + SPACING_MARGIN_S)
+        slot.next_allowed_at = ready_at
+
     def set_crawl_delay(self, slot: HostSlot, crawl_delay_s: float | None) -> None:
         """Apply a robots.txt Crawl-delay, also to the gap after the robots.txt request itself."""
         slot.crawl_delay_s = crawl_delay_s

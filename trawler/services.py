@@ -7,6 +7,9 @@
   and the DNS cache serve every job.
 - ``robots``: robots.txt fetches (robotscache.ProcessRobots), so a second job
   does not ask a host for its robots.txt again.
+- ``politeness``: the operator's live politeness settings (``PolitenessSettings``)
+  and ``throttle``, the limit on requests in flight over all jobs they set.
+- ``blocklist``: domains no job may fetch from (blocklist.py).
 
 A ``Crawler`` given no ``Services`` builds its own and closes them when its run
 ends (``trawler crawl``, ``trawler worker``: one job at a time); the job runner
@@ -16,11 +19,39 @@ builds them closes them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiohttp.abc import AbstractResolver
 
+from trawler.blocklist import Blocklist
 from trawler.connectors import Connectors
 from trawler.frontier.hosts import HostTable
 from trawler.robotscache import ProcessRobots
+from trawler.throttle import Throttle
+
+
+@dataclass(slots=True, frozen=True)
+class PolitenessSettings:
+    """An operator's politeness settings, applied live to every job of the process.
+
+    Each field, while set, takes the place of the same option of every job
+    (None: each job keeps its own): ``delay_s`` the delay between two requests to
+    a host (--delay), ``max_crawl_delay_s`` the ceiling on robots.txt Crawl-delay
+    (--max-crawl-delay); ``concurrency`` caps the requests in flight over all the
+    jobs together (each job's --concurrency still holds too).
+    """
+
+    delay_s: float | None = None
+    max_crawl_delay_s: float | None = None
+    concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("delay_s", "max_crawl_delay_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 86_400:
+                raise ValueError(f"{name} must be between 0 and 86400 seconds")
+        if self.concurrency is not None and not 1 <= self.concurrency <= 100_000:
+            raise ValueError("concurrency must be between 1 and 100000")
 
 
 class Services:
@@ -32,6 +63,9 @@ class Services:
         self.hosts = HostTable()
         self.http = Connectors(connection_limit, resolver)
         self.robots = ProcessRobots()
+        self.politeness = PolitenessSettings()
+        self.throttle = Throttle()
+        self.blocklist = Blocklist()
 
     async def close(self) -> None:
         """After every crawler using them has ended."""

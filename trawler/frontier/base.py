@@ -14,10 +14,14 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from trawler.frontier.hosts import HostTable
+from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 
 class Frontier(Protocol):
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """Politeness settings changed while the crawl runs: apply them from now on."""
+
     def share_hosts(self, table: HostTable) -> None:
         """Hold politeness per host across the process's jobs (Services), from now on."""
 

@@ -165,6 +165,10 @@ class RedisFrontier:
         await self.redis.aclose()
 
     # -- the Frontier protocol ---------------------------------------------------
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """New politeness settings, live: hosts this worker takes from now on follow them."""
+        self.policy = policy
+
     def share_hosts(self, table: HostTable) -> None:
         """Nothing to do: host state lives in Redis, shared by every job and process."""
 

@@ -208,6 +208,17 @@ class SqliteFrontier:
                     self._schedule(slot)  # under its later next-allowed time
         return None
 
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """New politeness settings, live: every host's next time under them, and the
+        ready-heaps rebuilt on those times (O(hosts log hosts), once per change)."""
+        self.policy = policy
+        for slot in self._slots.values():
+            policy.recompute(slot)
+            self._note(slot)
+            if slot.in_heap_at is not None:
+                slot.in_heap_at = None  # its old entry is stale now
+                self._schedule(slot)
+
     def _caught_up(self, slot: HostSlot, claim: HostClaim) -> bool:
         """Fold in what the process's other jobs did to the host; True when the slot
         keeps its heap key (nothing new, the usual case: a comparison or two)."""
@@ -293,8 +304,9 @@ class SqliteFrontier:
         await self.wait_host_ready(host)
 
     async def wait_host_ready(self, host: str) -> None:
-        delay = self._slot(host).next_allowed_at - self.clock()
-        if delay > 0:
+        slot = self._slot(host)
+        # Again after each sleep: live settings (set_policy) may have moved the time on.
+        while (delay := slot.next_allowed_at - self.clock()) > 0:
             await asyncio.sleep(delay)
 
     def ack(self, count: int) -> None:

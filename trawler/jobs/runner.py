@@ -14,6 +14,11 @@ robots.txt cache.
 - ``close`` (the process is ending): running jobs become ``paused``, to be
   resumed by the next process; their crawlers stop as ``cancel``'s do.
 
+Operators' controls act on every job at once, live: ``set_politeness`` (delay,
+Crawl-delay ceiling, requests in flight over all jobs; services.py) and the
+domain blocklist (``block``/``unblock``: no further request to a blocked domain;
+its queued URLs are skipped with the reason ``blocklist``, its new links dropped).
+
 Every change of state is checked against the job model (jobs/model.py) and
 handed to ``on_event`` (the job store records it there) before it takes effect.
 """
@@ -28,10 +33,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from trawler.blocklist import Blocked
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler, Progress
 from trawler.jobs.model import InvalidTransition, JobEvent, JobState, UnknownJob, check_transition
-from trawler.services import Services
+from trawler.services import PolitenessSettings, Services
 from trawler.store.base import Backend
 
 log = logging.getLogger("trawler")
@@ -122,6 +128,32 @@ class JobRunner:
             await asyncio.wait(tasks)
         if self._own_services:
             await self.services.close()
+
+    # -- operators' controls, over all jobs -----------------------------------------
+    @property
+    def politeness(self) -> PolitenessSettings:
+        return self.services.politeness
+
+    def set_politeness(self, settings: PolitenessSettings) -> None:
+        """Apply at once to every job not ended (and to jobs started later)."""
+        services = self.services
+        services.politeness = settings
+        services.throttle.resize(settings.concurrency)
+        services.hosts.forget_times()  # each job notes its hosts' times under the new rules
+        for crawler in self.crawlers():
+            crawler.apply_politeness(settings)
+
+    def block(self, domain: str, reason: str = "") -> Blocked:
+        """No job sends another request to ``domain`` or its subdomains (ValueError
+        for a name that is not a domain)."""
+        return self.services.blocklist.add(domain, reason)
+
+    def unblock(self, domain: str) -> bool:
+        """False when ``domain`` was not blocked."""
+        return self.services.blocklist.remove(domain)
+
+    def blocklist(self) -> list[Blocked]:
+        return self.services.blocklist.entries()
 
     # -- reading --------------------------------------------------------------------
     def state(self, job_id: str) -> JobState:
