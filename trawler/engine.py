@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from trawler.analysis import AnalysisPool, default_processes
+from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
@@ -74,7 +74,9 @@ class Crawler:
         """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
         ``services``: the process's, shared with its other crawls; None: its own."""
         self._own_services = services is None
-        self.services = services or Services(connection_limit=config.concurrency)
+        self.services = services or Services(
+            connection_limit=config.concurrency, parse_processes=config.parse_processes
+        )
         if services is not None:  # live settings change this copy, never the job's options
             config = config.model_copy()
         self.config = config
@@ -100,10 +102,10 @@ class Crawler:
         )  # fmt: skip
         self.retry = RetryPolicy(max_attempts=config.max_attempts)
         self._rng = random.Random()  # retry jitter
-        processes = config.parse_processes
+        processes = config.parse_processes  # 0: inline; else the process's parsers
         if processes is None:
-            processes = default_processes()
-        self.analysis = AnalysisPool(config, processes)
+            processes = self.services.parsers.processes
+        self.analysis = AnalysisPool(config, processes, self.services.parsers)
         self._seed_hosts: set[str] = set()
         self._batch = CommitBatch()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -146,9 +148,9 @@ class Crawler:
             if reporter:
                 reporter.cancel()
             await self.fetcher.close()
+            self.analysis.close()
             if self._own_services:
                 await self.services.close()
-            self.analysis.close()
             await self._close_backend()
         if self._fatal is not None:
             raise self._fatal

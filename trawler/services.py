@@ -5,6 +5,7 @@
   each job's interval held after any job's request.
 - ``http``: the HTTP connection pools (connectors.py): keep-alive connections
   and the DNS cache serve every job.
+- ``parsers``: the page-analysis processes (parsers.py), one set for all jobs.
 - ``robots``: robots.txt fetches (robotscache.ProcessRobots), so a second job
   does not ask a host for its robots.txt again.
 - ``politeness``: the operator's live politeness settings (``PolitenessSettings``)
@@ -26,6 +27,7 @@ from aiohttp.abc import AbstractResolver
 from trawler.blocklist import Blocklist
 from trawler.connectors import Connectors
 from trawler.frontier.hosts import HostTable
+from trawler.parsers import ParserProcesses, default_processes
 from trawler.robotscache import ProcessRobots
 from trawler.throttle import Throttle
 
@@ -56,12 +58,20 @@ class PolitenessSettings:
 
 class Services:
     def __init__(
-        self, *, connection_limit: int = 0, resolver: AbstractResolver | None = None
+        self,
+        *,
+        connection_limit: int = 0,
+        parse_processes: int | None = None,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         """``connection_limit``: connections in use at once over all jobs, 0 for no
-        limit beyond each job's --concurrency; ``resolver``: tests pass a stub."""
+        limit beyond each job's --concurrency; ``parse_processes``: None, one per
+        spare core (started with the first job); ``resolver``: tests pass a stub."""
         self.hosts = HostTable()
         self.http = Connectors(connection_limit, resolver)
+        if parse_processes is None:
+            parse_processes = default_processes()
+        self.parsers = ParserProcesses(parse_processes)
         self.robots = ProcessRobots()
         self.politeness = PolitenessSettings()
         self.throttle = Throttle()
@@ -69,4 +79,5 @@ class Services:
 
     async def close(self) -> None:
         """After every crawler using them has ended."""
+        self.parsers.close()
         await self.http.close()

@@ -68,9 +68,9 @@ def serve(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LatencySer
 
 
 def job_config(name: str, delay_s: float, **options: object) -> CrawlConfig:
+    settings = {"parse_processes": 0, "sitemaps": False, **options}  # inline: a light test
     return CrawlConfig(
-        user_agent=f"{name}/1.0", allow_private=True, delay_s=delay_s, parse_processes=0,
-        sitemaps=False, **options,
+        user_agent=f"{name}/1.0", allow_private=True, delay_s=delay_s, **settings
     )  # fmt: skip
 
 

@@ -36,20 +36,25 @@ def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LatencySe
     yield from serve(tmp_path, request)
 
 
-async def three_overlapping_jobs(server: LatencyServer, root: Path, shared: bool) -> JobRunner:
+async def three_overlapping_jobs(server: LatencyServer, root: Path, shared: bool) -> None:
     """Jobs A (hosts 0, 1), B (1, 2), C (0, 1, 2), each with --delay 0.3; host 1 is
-    crawled by all three. ``shared``: one Services for all (as the runner does)."""
+    crawled by all three. ``shared``: one Services for all (as the runner does),
+    with one parser process for the three; else each job its own, parsing inline."""
     seeds = server.seeds
     plan = {"A": [seeds[0], seeds[1]], "B": [seeds[1], seeds[2]], "C": seeds[:3]}
-    one = JobRunner(backends(root))
-    runners = {name: one if shared else JobRunner(backends(root), Services()) for name in plan}
-    for name, job_seeds in plan.items():
-        await runners[name].start(name, job_config(name, 0.3), [job_seeds])
-    for name, runner in runners.items():
-        assert await runner.wait(name, 60) is JobState.FINISHED
-    for runner in set(runners.values()):
-        await runner.close()
-    return one
+    services = Services(parse_processes=1)
+    one = JobRunner(backends(root), services)
+    runners = {name: one if shared else JobRunner(backends(root)) for name in plan}
+    parsing = {"parse_processes": None} if shared else {}
+    try:
+        for name, job_seeds in plan.items():
+            await runners[name].start(name, job_config(name, 0.3, **parsing), [job_seeds])
+        for name, runner in runners.items():
+            assert await runner.wait(name, 60) is JobState.FINISHED
+    finally:
+        for runner in set(runners.values()):
+            await runner.close()
+        await services.close()
 
 
 async def test_three_jobs_share_politeness_per_host(server: LatencyServer, tmp_path: Path) -> None:
@@ -123,3 +128,21 @@ async def test_cancel_keeps_what_was_stored(server: LatencyServer, tmp_path: Pat
     assert 0 < len(fetched) < len(expected)  # stopped part-way
     assert set(fetched) == stored_urls(tmp_path / "A")  # every page it fetched is stored
     await runner.close()
+
+
+async def test_a_job_paused_by_an_earlier_process_is_resumed_and_recorded(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """The event sink (the job store) sees every change, the first one from paused."""
+    recorded = []
+    runner = JobRunner(backends(tmp_path), on_event=recorded.append)
+    await runner.start("A", job_config("A", 0.0), [server.seeds[:1]], current=JobState.PAUSED)
+    assert await runner.wait("A", 60) is JobState.FINISHED
+    await runner.close()
+    assert [(e.from_state, e.to_state, e.reason) for e in recorded] == [
+        (JobState.PAUSED, JobState.RUNNING, "start"),
+        (JobState.RUNNING, JobState.FINISHED, "complete"),
+    ]
+    with pytest.raises(InvalidTransition):
+        await runner.start("B", job_config("B", 0.0), current=JobState.FINISHED)
+    assert not (tmp_path / "B").exists()  # refused before its backend was opened

@@ -79,14 +79,18 @@ class JobRunner:
         config: CrawlConfig,
         seeds: Iterable[Sequence[str]] = (),
         stored_pages: int = 0,
+        current: JobState = JobState.PENDING,
     ) -> None:
         """Run the job: ``seeds`` are chunks of normalised URLs to add (none on a
-        resume), ``stored_pages`` the pages it stored before (for --max-pages)."""
+        resume), ``stored_pages`` the pages it stored before (for --max-pages),
+        ``current`` its state as its store has it (paused: a job resumed by a new
+        process, recorded as paused → running)."""
         old = self._jobs.get(job_id)
         if old is not None and not old.state.ended:
             raise InvalidTransition(job_id, old.state, JobState.RUNNING)
+        check_transition(job_id, current, JobState.RUNNING)  # before its backend is opened
         crawler = Crawler(config, self.backend_for(job_id), seeds=seeds, services=self.services)
-        job = RunningJob(job_id, crawler)
+        job = RunningJob(job_id, crawler, current)
         crawler.on_progress = partial(_keep_progress, job)
         await self._transition(job, JobState.RUNNING, "start")
         self._jobs[job_id] = job
