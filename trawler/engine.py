@@ -12,6 +12,11 @@ batch that a commit task makes durable every ``COMMIT_INTERVAL_S``; only
 then are discovered URLs scheduled and leases acknowledged. A URL's result
 (state, attempt rows, page, links found) joins the batch in one step, after
 its last await, so a commit swapping the batch can never split it.
+
+What the crawls of one process share comes in ``Services`` (services.py): the
+host table, the HTTP connection pools, the robots.txt cache, the parser
+processes, the operator's live politeness settings and blocklist. ``pause()``
+leases nothing more; a URL leased before it goes back to the queue unfetched.
 """
 
 from __future__ import annotations
@@ -169,7 +174,8 @@ class Crawler:
             log.info("stopping: finishing requests in flight")
             self._stopping = True
             self._running.set()  # a paused dispatcher wakes up to stop
-            self.frontier.close()
+            if self._opened:  # else run() sees _stopping as soon as it has opened
+                self.frontier.close()
 
     def pause(self) -> None:
         """Start no new request (robots.txt included); requests in flight finish and

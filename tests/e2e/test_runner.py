@@ -146,3 +146,13 @@ async def test_a_job_paused_by_an_earlier_process_is_resumed_and_recorded(
     with pytest.raises(InvalidTransition):
         await runner.start("B", job_config("B", 0.0), current=JobState.FINISHED)
     assert not (tmp_path / "B").exists()  # refused before its backend was opened
+
+
+async def test_a_job_cancelled_as_it_starts_ends_cleanly(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    runner = JobRunner(backends(tmp_path))
+    await runner.start("A", job_config("A", 0.0), [server.seeds[:1]])
+    await runner.cancel("A")  # before its crawler has opened its store
+    assert runner.state("A") is JobState.CANCELLED
+    await runner.close()
