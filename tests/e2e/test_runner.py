@@ -156,3 +156,29 @@ async def test_a_job_cancelled_as_it_starts_ends_cleanly(
     await runner.cancel("A")  # before its crawler has opened its store
     assert runner.state("A") is JobState.CANCELLED
     await runner.close()
+
+
+@pytest.mark.parametrize("server", [(1, 4, 0.02)], indirect=True)
+async def test_each_gap_holds_the_longer_interval_of_the_two_jobs(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """One host, jobs of --delay 0.15 and 0.45: a gap next to a request of the slower
+    job is at least 0.45 s (its request came that long after the last one, or the
+    next one waited its next-allowed time); two of the faster job's may be 0.15 s."""
+    delays = {"Fast/1.0": 0.15, "Slow/1.0": 0.45}
+    runner = JobRunner(backends(tmp_path))
+    for name in ("Fast", "Slow"):
+        await runner.start(name, job_config(name, delays[f"{name}/1.0"]), [server.seeds])
+    for name in ("Fast", "Slow"):
+        assert await runner.wait(name, 60) is JobState.FINISHED
+    await runner.close()
+    log = sorted(server.log(), key=lambda e: e["t"])
+    pairs = list(zip(log, log[1:], strict=False))
+    short = [
+        (a["ua"], b["ua"], round(b["t"] - a["t"], 3))
+        for a, b in pairs
+        if b["t"] - a["t"] < max(delays[a["ua"]], delays[b["ua"]]) - CLOCK_SLACK_S
+    ]
+    assert not short, short
+    assert any(a["ua"] == b["ua"] == "Fast/1.0" for a, b in pairs)  # both kinds of gap seen
+    assert any("Slow/1.0" in (a["ua"], b["ua"]) for a, b in pairs)
