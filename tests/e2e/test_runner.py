@@ -182,3 +182,20 @@ async def test_each_gap_holds_the_longer_interval_of_the_two_jobs(
     assert not short, short
     assert any(a["ua"] == b["ua"] == "Fast/1.0" for a, b in pairs)  # both kinds of gap seen
     assert any("Slow/1.0" in (a["ua"], b["ua"]) for a, b in pairs)
+
+
+@pytest.mark.parametrize("server", [(1, 4, 0.02)], indirect=True)
+async def test_jobs_of_one_fetch_profile_read_robots_txt_once(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """Same User-Agent, same reach: the second job takes the first one's robots.txt
+    from the process's cache (each with its own frontier, which could not share it)."""
+    runner = JobRunner(backends(tmp_path))
+    await runner.start("X", job_config("Same", 0.05), [server.seeds])
+    await wait_for(lambda: len(server.log()) >= 3, 30)
+    await runner.start("Y", job_config("Same", 0.05), [server.seeds])
+    for job in ("X", "Y"):
+        assert await runner.wait(job, 60) is JobState.FINISHED
+    await runner.close()
+    assert [e["path"] for e in server.log()].count("/robots.txt") == 1
+    assert stored_urls(tmp_path / "X") == stored_urls(tmp_path / "Y")
