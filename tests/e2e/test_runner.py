@@ -199,3 +199,15 @@ async def test_jobs_of_one_fetch_profile_read_robots_txt_once(
     await runner.close()
     assert [e["path"] for e in server.log()].count("/robots.txt") == 1
     assert stored_urls(tmp_path / "X") == stored_urls(tmp_path / "Y")
+
+
+@pytest.mark.parametrize("server", [(2, 12, 0.02)], indirect=True)
+async def test_a_paused_job_can_be_cancelled(server: LatencyServer, tmp_path: Path) -> None:
+    runner = JobRunner(backends(tmp_path))
+    await runner.start("A", job_config("A", 0.1), [server.seeds])
+    await wait_for(lambda: len(server.log()) >= 4, 30)
+    await runner.pause("A")
+    await asyncio.wait_for(runner.cancel("A"), 10)  # the paused dispatcher wakes to stop
+    assert runner.state("A") is JobState.CANCELLED
+    assert set(fetched_urls(server.log())) == stored_urls(tmp_path / "A")
+    await runner.close()
