@@ -12,7 +12,8 @@ analysed again one at a time in a process of their own, so the break is
 pinned on one page, recorded with its error code and never parsed again.
 
 ``analyse`` is the one function both paths call: in the worker process
-(``AnalysisPool``) or inline (``--parse-processes 0``). The robots.txt check
+(``AnalysisPool``) or inline (``--parse-processes 0``). The processes are the
+process's (parsers.py), shared by its jobs; each batch names its job's setup. The robots.txt check
 of the links stays in the loop, which owns the robots cache.
 
 Sitemaps are read on a thread (``analyse_sitemap``): a 50,000-URL sitemap
@@ -24,15 +25,12 @@ process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import logging
-import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -41,6 +39,7 @@ from operator import attrgetter
 from trawler.config import CrawlConfig
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
+from trawler.parsers import ParserProcesses, SetupRef, new_pool
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser, Scope, TrapRules
@@ -50,7 +49,6 @@ log = logging.getLogger("trawler")
 # wake-ups) cost as much as the parsing itself when sent one page at a time.
 BATCH_MAX = 64
 BATCH_WAIT_S = 0.005
-PARENT_CHECK_S = 1.0
 
 
 @dataclass(slots=True)
@@ -90,15 +88,25 @@ class Analyser:
         return cls(config, config.robots_token, links)
 
 
-# A parser process's one Analyser, set by its initializer (the process exists to
-# hold it); the crawl process never reads this: it passes its own.
-_PROCESS_ANALYSER: dict[str, Analyser] = {}
+# A parser process's Analysers, one per job's setup, built the first time a batch
+# of the job reaches the process (the process exists to hold them); the crawl
+# process never reads this: it passes its own.
+_PROCESS_ANALYSERS: dict[str, Analyser] = {}
+_ANALYSERS_KEPT = 32  # jobs; the oldest setup is read again if its job comes back
 
 
-def _start_process(parent_pid: int, config_json: str, scope_hosts: list[str]) -> None:
-    """Pool process start-up: the config arrives here, once, not with every batch."""
-    _exit_with_parent(parent_pid)
-    _PROCESS_ANALYSER["it"] = Analyser.build(config_json, scope_hosts)
+def _analyser_for(setup: SetupRef) -> Analyser:
+    """In a parser process: the job's analyser, its setup read once (parsers.py)."""
+    key, path = setup
+    analyser = _PROCESS_ANALYSERS.get(key)
+    if analyser is None:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+        if len(_PROCESS_ANALYSERS) >= _ANALYSERS_KEPT:
+            del _PROCESS_ANALYSERS[next(iter(_PROCESS_ANALYSERS))]
+        analyser = Analyser.build(data["config"], data["scope_hosts"])
+        _PROCESS_ANALYSERS[key] = analyser
+    return analyser
 
 
 def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> Analysis:
@@ -111,21 +119,21 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     return Analysis(outcome, requests, rejected)
 
 
-def analyse_batch(items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
-    """``analyse`` for many pages in a parser process, each within the CPU limit,
-    answered as plain tuples: unpickling dataclasses in the crawl process cost as
-    much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse_limited(request, result)) for request, result in items]
+def analyse_batch(setup: SetupRef, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
+    """``analyse`` for many pages of one job in a parser process, each within the CPU
+    limit, answered as plain tuples: unpickling dataclasses in the crawl process cost
+    as much as the parsing saved (bench/RESULTS.md)."""
+    return [_flatten(analyse_limited(setup, request, result)) for request, result in items]
 
 
-def analyse_limited(request: CrawlRequest, result: FetchResult) -> Analysis:
+def analyse_limited(setup: SetupRef, request: CrawlRequest, result: FetchResult) -> Analysis:
     """``analyse`` in a parser process: past the page's CPU time the process dies.
 
     A timer, not a check between steps: the time goes inside lexbor's C code,
     which no Python-level signal handler can interrupt. SIGPROF's default
     action ends the process; the crawler sees the pool break (AnalysisPool).
     """
-    analyser = _PROCESS_ANALYSER["it"]
+    analyser = _analyser_for(setup)
     signal.setitimer(signal.ITIMER_PROF, analyser.config.parse_time_limit_s)  # CPU time
     try:
         return analyse(analyser, request, result)
@@ -163,55 +171,32 @@ def _unflatten(flat: tuple) -> Analysis:
     return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected)
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    """Pool worker start-up: leave when the crawler dies (kill -9 included), instead
-    of waiting forever on a queue nobody will write to. Ctrl-C is the parent's to
-    handle: it stops the crawl, which shuts the pool down."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_CHECK_S)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="trawler-parent-watch", daemon=True).start()
-
-
-def default_processes() -> int:
-    """One analysis process per spare core (the crawl loop keeps one), at most 4."""
-    return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT in this process for the block (main thread only: elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-
-
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
 
 
 class AnalysisPool:
     """Runs ``analyse`` in worker processes, inline when there are none.
 
-    ``start`` (once the job's scope is known) starts the processes and hands each
-    the config and the scope hosts; batches then carry pages only.
+    ``start`` (once the job's scope is known) hands the processes the config and
+    the scope hosts (parsers.py: once, as a file); batches then carry pages only.
     """
 
-    def __init__(self, config: CrawlConfig, processes: int) -> None:
+    def __init__(
+        self, config: CrawlConfig, processes: int, shared: ParserProcesses | None = None
+    ) -> None:
+        """``processes``: 0 analyses inline; else the ``shared`` processes (Services)
+        are used, or ``processes`` of its own when there are none."""
         self.config = config
         self.config_json = config.model_dump_json()
         self.processes = processes
         self._scope_hosts: list[str] = []
         self._analyser: Analyser | None = None  # this process's: inline pages, sitemaps
-        self._pool: ProcessPoolExecutor | None = None
+        self._own_parsers = shared is None
+        self._parsers: ParserProcesses | None = None
+        if processes > 0:
+            self._parsers = shared if shared is not None else ParserProcesses(processes)
+        self._setup: SetupRef = ("", "")
+        self._started = False  # the processes have this job's setup
         self._waiting: list[Waiting] = []
         self._timer: asyncio.TimerHandle | None = None
         self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
@@ -222,34 +207,18 @@ class AnalysisPool:
         """Build the analyser and start the processes for a job of this scope."""
         self._scope_hosts = sorted(scope_hosts)
         self._analyser = Analyser.build(self.config_json, self._scope_hosts)
-        if self.processes > 0:
-            self._pool = self._new_pool(self.processes)
+        if self._parsers is not None:
+            self._setup = self._parsers.register(self.config_json, self._scope_hosts)
+            self._parsers.start()
+            self._started = True
 
     @property
     def analyser(self) -> Analyser:
         assert self._analyser is not None, "AnalysisPool.start() first"
         return self._analyser
 
-    def _new_pool(self, processes: int) -> ProcessPoolExecutor:
-        # spawn: a clean child (not a fork of a process with threads and a loop),
-        # and a direct child, so it can tell when the crawler is gone.
-        context = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(
-            processes, mp_context=context, initializer=_start_process,
-            initargs=(os.getpid(), self.config_json, self._scope_hosts),
-        )  # fmt: skip
-        with _sigint_ignored():
-            # Start every process now, SIGINT ignored: a child inherits that across
-            # exec and Python then installs no KeyboardInterrupt handler, so a
-            # Ctrl-C to the terminal's process group cannot interrupt a child even
-            # while it starts (before the initializer runs). One task each: the pool
-            # starts a process per task while none is idle.
-            for _ in range(processes):
-                pool.submit(os.getpid)
-        return pool
-
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
-        if self._pool is None or not result.body:
+        if not self._started or not result.body:
             return analyse(self.analyser, request, result)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Analysis] = loop.create_future()
@@ -270,11 +239,11 @@ class AnalysisPool:
             self._timer.cancel()
             self._timer = None
         batch, self._waiting = self._waiting, []
-        pool = self._pool
-        if not batch or pool is None:
+        if not batch or self._parsers is None:
             return
+        pool = self._parsers.pool  # the current one: another job's batch may have restarted it
         items = [(request, result) for request, result, _ in batch]
-        done = asyncio.wrap_future(pool.submit(analyse_batch, items))
+        done = asyncio.wrap_future(pool.submit(analyse_batch, self._setup, items))
         done.add_done_callback(lambda finished: self._deliver(pool, batch, finished))
 
     def _deliver(
@@ -293,10 +262,9 @@ class AnalysisPool:
                 if not future.done():
                     future.set_exception(error)
             return
-        if pool is self._pool:  # other batches on the same pool break too: restart once
-            log.error("page analysis crashed in a batch of %d pages; restarting it", len(batch))
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._new_pool(self.processes)
+        assert self._parsers is not None
+        if self._parsers.broken(pool):  # other batches on the same pool break too: once
+            log.error("page analysis crashed in a batch of %d pages; restarted it", len(batch))
         self._suspects.extend(batch)
         if self._isolating is None or self._isolating.done():
             self._isolating = asyncio.ensure_future(self._isolate())
@@ -315,11 +283,13 @@ class AnalysisPool:
     async def _analyse_alone(self, request: CrawlRequest, result: FetchResult) -> Analysis:
         loop = asyncio.get_running_loop()
         if self._alone is None:
-            self._alone = self._new_pool(1)
+            self._alone = new_pool(1)
             await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
         started = time.monotonic()
         try:
-            return await loop.run_in_executor(self._alone, analyse_limited, request, result)
+            return await loop.run_in_executor(
+                self._alone, analyse_limited, self._setup, request, result
+            )
         except BrokenProcessPool:
             self._alone.shutdown(wait=False, cancel_futures=True)
             self._alone = None
@@ -332,9 +302,11 @@ class AnalysisPool:
         return analyse(self.analyser, request, replace(result, error=error, error_detail=detail))
 
     def close(self) -> None:
-        for pool in (self._pool, self._alone):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._alone = None
+        """Shut down its own processes; the shared ones stay for the other jobs."""
+        if self._alone is not None:
+            self._alone.shutdown(wait=False, cancel_futures=True)
+        if self._parsers is not None and self._own_parsers:
+            self._parsers.close()
+        self._started, self._alone = False, None
         if self._isolating is not None:
             self._isolating.cancel()

@@ -12,6 +12,11 @@ batch that a commit task makes durable every ``COMMIT_INTERVAL_S``; only
 then are discovered URLs scheduled and leases acknowledged. A URL's result
 (state, attempt rows, page, links found) joins the batch in one step, after
 its last await, so a commit swapping the batch can never split it.
+
+What the crawls of one process share comes in ``Services`` (services.py): the
+host table, the HTTP connection pools, the robots.txt cache, the parser
+processes, the operator's live politeness settings and blocklist. ``pause()``
+leases nothing more; a URL leased before it goes back to the queue unfetched.
 """
 
 from __future__ import annotations
@@ -26,15 +31,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from trawler.analysis import AnalysisPool, default_processes
+from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
+from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
+from trawler.services import PolitenessSettings, Services
 from trawler.sitemapflow import sitemaps_of_origin
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
@@ -67,9 +74,20 @@ class Crawler:
         backend: Backend,
         on_progress: Callable[[Progress], None] | None = None,
         seeds: Iterable[Sequence[str]] = (),
+        services: Services | None = None,
     ) -> None:
-        """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume."""
+        """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
+        ``services``: the process's, shared with its other crawls; None: its own."""
+        self._own_services = services is None
+        self.services = services or Services(
+            connection_limit=config.concurrency, parse_processes=config.parse_processes
+        )
+        if services is not None:  # live settings change this copy, never the job's options
+            config = config.model_copy()
         self.config = config
+        self._job_politeness = (config.delay_s, config.max_crawl_delay_s)
+        self._opened = False
+        self.apply_politeness(self.services.politeness)
         self.backend = backend
         self.on_progress = on_progress
         self.seeds = seeds
@@ -77,11 +95,11 @@ class Crawler:
         # Widened by the job's kept seed hosts and by new seeds in run().
         self.scope = Scope.from_hosts(config.scope, (), config.include, config.exclude)
         self._counters: Counter[str] = Counter()
-        self.fetcher = Fetcher(config)
+        self.fetcher = Fetcher(config, connectors=self.services.http)
         waits = tuple(config.robots_retry_waits_s)
         self.robots = RobotsGate(
             self.fetcher, config.robots_token, waits, self._counters, self._first_robots,
-            self._archive_robots,
+            self._archive_robots, self.services.robots,
         )  # fmt: skip
         self.links = LinkFilter(
             self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,
@@ -89,10 +107,10 @@ class Crawler:
         )  # fmt: skip
         self.retry = RetryPolicy(max_attempts=config.max_attempts)
         self._rng = random.Random()  # retry jitter
-        processes = config.parse_processes
+        processes = config.parse_processes  # 0: inline; else the process's parsers
         if processes is None:
-            processes = default_processes()
-        self.analysis = AnalysisPool(config, processes)
+            processes = self.services.parsers.processes
+        self.analysis = AnalysisPool(config, processes, self.services.parsers)
         self._seed_hosts: set[str] = set()
         self._batch = CommitBatch()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -100,6 +118,9 @@ class Crawler:
         self.batch_limit = BATCH_LIMIT_ITEMS
         self._batch_taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
         self._stopping = False
+        self.paused = False  # no new request starts; resume() goes on
+        self._running = asyncio.Event()  # clear while paused
+        self._running.set()
         self._fatal: BaseException | None = None
         self.pages_stored = 0  # committed pages, including those of earlier runs
         self.errors = 0
@@ -111,6 +132,8 @@ class Crawler:
         """Crawl until done, stopped or the page budget is spent; True when complete."""
         self.pages_stored = stored_before
         self.frontier = await self.backend.open(self.config)
+        self.frontier.share_hosts(self.services.hosts)
+        self._opened = True
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
         self._widen_scope(await self.backend.scope_hosts())
@@ -131,6 +154,8 @@ class Crawler:
                 reporter.cancel()
             await self.fetcher.close()
             self.analysis.close()
+            if self._own_services:
+                await self.services.close()
             await self._close_backend()
         if self._fatal is not None:
             raise self._fatal
@@ -148,13 +173,46 @@ class Crawler:
         if not self._stopping:
             log.info("stopping: finishing requests in flight")
             self._stopping = True
-            self.frontier.close()
+            self._running.set()  # a paused dispatcher wakes up to stop
+            if self._opened:  # else run() sees _stopping as soon as it has opened
+                self.frontier.close()
+
+    def pause(self) -> None:
+        """Start no new request (robots.txt included); requests in flight finish and
+        are committed, leased URLs not yet sent go back to the queue. The frontier
+        and the store stay open: ``resume()`` goes on with nothing lost or fetched twice."""
+        self.paused = True
+        self._running.clear()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._running.set()
+
+    def apply_politeness(self, settings: PolitenessSettings) -> None:
+        """The operator's settings (Services.politeness), live: where set, they take
+        the place of the job's --delay and --max-crawl-delay."""
+        delay_s, max_crawl_delay_s = self._job_politeness
+        self.config.delay_s = _first_set(settings.delay_s, delay_s)
+        self.config.max_crawl_delay_s = _first_set(settings.max_crawl_delay_s, max_crawl_delay_s)
+        if self._opened:
+            self.frontier.set_policy(PolitenessPolicy.from_config(self.config))
 
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
         limit = asyncio.Semaphore(self.config.concurrency)
+        throttle = self.services.throttle  # the process's limit over all jobs
+
+        def released(_task: asyncio.Task[None]) -> None:
+            limit.release()
+            throttle.release()
+
         while not self._stopping:
             await limit.acquire()
+            if not self._running.is_set():
+                await self._running.wait()
+                if self._stopping:
+                    limit.release()
+                    return
             if self.config.max_pages is not None and not await self._within_budget():
                 limit.release()
                 return
@@ -163,10 +221,11 @@ class Crawler:
                 limit.release()
                 self.exhausted = not self._stopping
                 return
+            await throttle.acquire()
             task = asyncio.create_task(self._process(request))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(lambda _t: limit.release())
+            task.add_done_callback(released)
 
     async def _within_budget(self) -> bool:
         """Wait while in-flight pages could still use up --max-pages."""
@@ -202,6 +261,8 @@ class Crawler:
     async def _process(self, request: CrawlRequest) -> None:
         host = request.host
         try:
+            if (self.paused or self.services.blocklist.active) and await self._held_back(request):
+                return
             verdict = await self.robots.verdict(request.url, host, self.frontier)
             if verdict is Verdict.LATER:
                 await self.frontier.hand_back(request, self.robots.retry_in(request.url))
@@ -214,6 +275,8 @@ class Crawler:
                 self._batch.add(UrlOutcome(request, SKIPPED, reason=reason))
                 return
             await self.frontier.wait_host_ready(host)
+            if (self.paused or self.services.blocklist.active) and await self._held_back(request):
+                return
             result = await self.fetcher.fetch(
                 request.url,
                 hop_check=partial(self._hop_check, host),
@@ -225,6 +288,25 @@ class Crawler:
             await self._record(request, _internal_error(request.url, exc))
         finally:
             await self.frontier.finish_host(host)
+
+    async def _held_back(self, request: CrawlRequest) -> bool:
+        """No request for this URL now: paused since it was leased (it goes back to the
+        queue), or its host blocked (it is skipped, recorded with the reason)."""
+        if self.paused:
+            await self.frontier.hand_back(request)
+            return True
+        blocklist = self.services.blocklist
+        if blocklist.active and blocklist.blocks(request.host):
+            self._batch.add(UrlOutcome(request, SKIPPED, reason="blocklist"))
+            return True
+        return False
+
+    def _not_blocked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+        blocks = self.services.blocklist.blocks
+        kept = [request for request in requests if not blocks(request.host)]
+        if len(kept) < len(requests):
+            self.links.rejected["blocklist"] += len(requests) - len(kept)
+        return kept
 
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
         """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
@@ -287,6 +369,8 @@ class Crawler:
         if outcome.page.canonical is not None:
             discovered += self._canonical(outcome.page, request)
         unit.page = outcome.page
+        if self.services.blocklist.active:
+            discovered = self._not_blocked(discovered)
         fresh = await self.frontier.filter_new(discovered)
         unit.discovered = self.links.within_host_budget(fresh)
 
@@ -323,6 +407,8 @@ class Crawler:
         if not self.scope.allows(url):
             return "out_of_scope"
         hop = self.links.request(url, 0, None)
+        if self.services.blocklist.active and self.services.blocklist.blocks(hop.host):
+            return "blocklist"
         if hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
         verdict = await self.robots.verdict(url, held_host, self.frontier)
@@ -423,6 +509,10 @@ class Crawler:
 def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> tuple:
     return (request.url, request.attempts + 1, result.started_at, round(result.duration_s, 6),
             result.status, result.error, decision)  # fmt: skip
+
+
+def _first_set(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _internal_error(url: str, exc: Exception) -> FetchResult:

@@ -23,8 +23,9 @@ from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from trawler.config import CrawlConfig
+from trawler.connectors import Connectors, new_connector
 from trawler.httpcodec import FetchError, decode_body, parse_content_type, parse_retry_after
-from trawler.netguard import GuardedResolver, PrivateAddressError, check_literal_host
+from trawler.netguard import PrivateAddressError, check_literal_host
 from trawler.records import FetchResult, Hop
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_text, safe_url
@@ -39,7 +40,6 @@ ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five consecutive
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # A redirect's own body is read (to keep the connection alive) only when this small.
 _DRAIN_MAX_BYTES = 64 * 1024
-_DNS_TTL_S = 300
 _ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 
@@ -91,11 +91,19 @@ class _TimedRequest(aiohttp.ClientRequest):
 class Fetcher:
     """Owns one aiohttp ClientSession; start() before fetching, close() after."""
 
-    def __init__(self, config: CrawlConfig, *, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        *,
+        resolver: AbstractResolver | None = None,
+        connectors: Connectors | None = None,
+    ) -> None:
         """``resolver`` replaces the system resolver (tests pass a stub); it is
-        wrapped by the private-address guard unless ``config.allow_private``."""
+        wrapped by the private-address guard unless ``config.allow_private``.
+        ``connectors``: the process's connection pools (Services); None: its own."""
         self._config = config
         self._resolver = resolver
+        self._connectors = connectors
         self._session: aiohttp.ClientSession | None = None
         self._default_timeout = self._timeout(config.timeout_s)
         self._headers = {
@@ -114,18 +122,14 @@ class Fetcher:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     async def start(self) -> None:
-        config = self._config
-        resolver = self._resolver or aiohttp.DefaultResolver()
-        if not config.allow_private:
-            resolver = GuardedResolver(resolver)
-        connector = aiohttp.TCPConnector(
-            limit=config.concurrency,
-            limit_per_host=0,  # politeness is the frontier's job
-            ttl_dns_cache=_DNS_TTL_S,
-            resolver=resolver,
-        )
+        config, shared = self._config, self._connectors
+        if shared is not None:
+            connector = shared.get(config.allow_private)
+        else:
+            connector = new_connector(config.concurrency, config.allow_private, self._resolver)
         self._session = aiohttp.ClientSession(
             connector=connector,
+            connector_owner=shared is None,
             headers=self._headers,
             timeout=self._default_timeout,
             auto_decompress=False,  # we decode ourselves, to cap the decoded size

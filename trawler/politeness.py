@@ -9,6 +9,7 @@ Times are ``time.monotonic()`` seconds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trawler.config import CrawlConfig
@@ -18,6 +19,19 @@ from trawler.retry import HostHealth, RetryPolicy, extra_interval_s, not_before
 # server stamps it when its loop reads them, a few ms later under load and not by
 # the same few ms each time (bench/RESULTS.md saw gaps 2 ms short without this).
 SPACING_MARGIN_S = 0.01
+
+Released = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class HostClaim:
+    """A host's state shared by every job of the process."""
+
+    host: str
+    holder: object | None = None  # the frontier with a request to the host in flight
+    last_sent_at: float | None = None  # monotonic; the last request to it, any job's
+    next_allowed_at: float = 0.0  # the latest next-allowed time any job set
+    waiters: set[Released] | None = None  # frontiers to tell when it is released
 
 
 @dataclass(slots=True)
@@ -31,6 +45,7 @@ class HostSlot:
     crawl_delay_s: float | None = None  # from robots.txt, already capped
     health: HostHealth = field(default_factory=HostHealth)  # back-off after 429/503, pauses
     in_heap_at: float | None = None  # the key under which the slot sits in the ready-heap
+    claim: HostClaim | None = None  # the host's state shared with the process's other jobs
 
 
 def unproven_limit(concurrency: int) -> int:
@@ -79,6 +94,14 @@ class PolitenessPolicy:
         if slot.last_sent_at is not None:
             self.after_request(slot, slot.last_sent_at)  # the interval may have grown
         slot.next_allowed_at = max(slot.next_allowed_at, not_before(slot.health))
+
+    def recompute(self, slot: HostSlot) -> None:
+        """The settings changed (live): the host's next-allowed time under this policy,
+        which may be sooner than under the old one."""
+        ready_at = not_before(slot.health)
+        if slot.last_sent_at is not None:
+            ready_at = max(ready_at, slot.last_sent_at + self.interval_s(slot) + SPACING_MARGIN_S)
+        slot.next_allowed_at = ready_at
 
     def set_crawl_delay(self, slot: HostSlot, crawl_delay_s: float | None) -> None:
         """Apply a robots.txt Crawl-delay, also to the gap after the robots.txt request itself."""

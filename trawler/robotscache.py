@@ -95,3 +95,28 @@ def entry_from_kept(
     if entry.unavailable:
         entry.failures = max(kept.failures, 1)
     return entry
+
+
+class ProcessRobots:
+    """robots.txt fetches shared by the jobs of one process (Services), by origin and
+    fetch profile: a second job reads a host's robots.txt without asking the host
+    again. Answers only, never a job's own errors (RobotsGate decides). Bounded:
+    past ``max_entries`` the oldest is dropped (it is fetched again if needed)."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._fetches: dict[tuple[str, str], tuple[RobotsFetch, float]] = {}
+
+    def get(self, site: str, profile: str, now: float) -> RobotsFetch | None:
+        kept = self._fetches.get((site, profile))
+        if kept is None or kept[1] <= now:
+            return None
+        return kept[0]
+
+    def put(self, site: str, profile: str, fetch: RobotsFetch, expires_at: float) -> None:
+        """Keep ``fetch`` until monotonic ``expires_at``."""
+        key = (site, profile)
+        self._fetches.pop(key, None)  # re-inserted last: the newest
+        self._fetches[key] = (fetch, expires_at)
+        while len(self._fetches) > self.max_entries:
+            del self._fetches[next(iter(self._fetches))]

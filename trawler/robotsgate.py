@@ -15,7 +15,13 @@ from functools import partial
 from trawler.fetch import Fetcher
 from trawler.frontier.base import Frontier
 from trawler.records import FetchResult, RobotsFetch
-from trawler.robotscache import CACHE_TTL_S, RobotsEntry, entry_from_fetch, entry_from_kept
+from trawler.robotscache import (
+    CACHE_TTL_S,
+    ProcessRobots,
+    RobotsEntry,
+    entry_from_fetch,
+    entry_from_kept,
+)
 from trawler.urls import origin
 
 
@@ -36,8 +42,11 @@ class RobotsGate:
         counters: Counter[str],
         on_first_fetch: Callable[[str, RobotsEntry], Awaitable[None]],
         on_download: Callable[[FetchResult, str], None],
+        shared: ProcessRobots | None = None,
     ) -> None:
+        """``shared``: the fetches of the process's other jobs (Services)."""
         self.fetcher = fetcher
+        self.shared = shared
         # Not part of the fetch profile: robots.txt bodies are kept and shared, and each
         # job reads them with its own token (a verdict is never shared).
         self.robots_token = robots_token
@@ -68,7 +77,10 @@ class RobotsGate:
     ) -> RobotsEntry:
         """From the frontier's robots.txt cache (fetched by another worker, or before a
         restart) while it is fresh, else over the network."""
-        kept = await frontier.shared_robots(site, self.fetcher.profile)
+        profile = self.fetcher.profile
+        kept = await frontier.shared_robots(site, profile)
+        if kept is None and self.shared is not None:
+            kept = self.shared.get(site, profile, time.monotonic())
         if kept is not None:
             entry = entry_from_kept(
                 kept, self.robots_token, time.monotonic(), time.time(), self.retry_waits_s
@@ -87,7 +99,9 @@ class RobotsGate:
         # An answer is the server's and is shared by every job that asks alike (same
         # profile); an error also depends on the job's own timeouts and on the moment.
         job_only = result.error is not None
-        await frontier.share_robots(site, self.fetcher.profile, kept, ttl_s, job_only=job_only)
+        await frontier.share_robots(site, profile, kept, ttl_s, job_only=job_only)
+        if self.shared is not None and not job_only:
+            self.shared.put(site, profile, kept, time.monotonic() + ttl_s)
         return self._keep(site, host, frontier, entry)
 
     def _keep(self, site: str, host: str, frontier: Frontier, entry: RobotsEntry) -> RobotsEntry:

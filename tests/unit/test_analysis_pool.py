@@ -10,6 +10,7 @@ import pytest
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
+from trawler.parsers import ParserProcesses
 from trawler.records import CrawlRequest, FetchResult
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,3 +45,34 @@ def test_batches_do_not_carry_the_config() -> None:
     small = asyncio.run(analyse_one_at_a_time(CrawlConfig()))
     big = asyncio.run(analyse_one_at_a_time(CrawlConfig(user_agent=BIG_USER_AGENT)))
     assert big < small + 1.5, (small, big)
+
+
+def linking_page(host: str, *hrefs: str) -> tuple[CrawlRequest, FetchResult]:
+    url = f"http://{host}/"
+    links = "".join(f"<a href={href}>x</a>" for href in hrefs)
+    body = f"<html><title>{host}</title>{links}</html>".encode()
+    result = FetchResult(url, url, 200, content_type="text/html", body=body, raw_body=body)
+    return CrawlRequest(url, 0, None, host, url_fingerprint(url)), result
+
+
+async def test_jobs_share_the_processes_each_with_its_own_scope() -> None:
+    """Two jobs (scopes a.test, b.test) on one parser process: each page is analysed
+    with its own job's setup, batch after batch, whichever job came first."""
+    parsers = ParserProcesses(1)
+    job_a = AnalysisPool(CrawlConfig(), 1, parsers)
+    job_b = AnalysisPool(CrawlConfig(user_agent="Other/1.0"), 1, parsers)
+    job_a.start(["a.test"])
+    job_b.start(["b.test"])
+    try:
+        for _ in range(3):
+            found = await asyncio.gather(
+                job_a.analyse(*linking_page("a.test", "http://b.test/x", "/y")),
+                job_b.analyse(*linking_page("b.test", "http://a.test/z", "/w")),
+            )
+            urls = [[r.url for r in analysis.requests] for analysis in found]
+            assert urls == [["http://a.test/y"], ["http://b.test/w"]]
+        assert parsers.processes == 1
+    finally:
+        job_a.close()
+        job_b.close()
+        parsers.close()

@@ -13,10 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from trawler.frontier.hosts import HostTable
+from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 
 class Frontier(Protocol):
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """Politeness settings changed while the crawl runs: apply them from now on."""
+
+    def share_hosts(self, table: HostTable) -> None:
+        """Hold politeness per host across the process's jobs (Services), from now on."""
+
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Drop URLs seen before (by fingerprint) and mark the rest seen."""
 

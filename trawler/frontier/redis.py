@@ -63,6 +63,7 @@ from typing import Any, TypeVar, cast
 from redis.asyncio import Redis
 
 from trawler.frontier import redis_scripts as lua
+from trawler.frontier.hosts import HostTable
 from trawler.frontier.redis_codec import (
     chunks,
     commit_done_args,
@@ -164,6 +165,13 @@ class RedisFrontier:
         await self.redis.aclose()
 
     # -- the Frontier protocol ---------------------------------------------------
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """New politeness settings, live: hosts this worker takes from now on follow them."""
+        self.policy = policy
+
+    def share_hosts(self, table: HostTable) -> None:
+        """Nothing to do: host state lives in Redis, shared by every job and process."""
+
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Drop URLs in the seen set and repeats; commit() marks the rest seen."""
         unique = list({r.fp: r for r in requests}.values())

@@ -23,6 +23,10 @@ hosts, not URLs: each host's queue is on disk with a small window in memory
 again, so in-flight URLs are fetched again (at-least-once fetching). A resume
 reads the per-host counts and a saved seen array, no URL: its time does not
 grow with the URLs queued.
+Politeness holds across the jobs of a process: each slot is tied to the host's
+``HostClaim`` in the process's host table (hosts.py). A host another job holds
+is left out of the heap until that job releases it; one that another job sent a
+request to since goes back into the heap under its later next-allowed time.
 Each host's politeness state and the robots.txt fetches are kept across a
 restart as well (restart_state.py says how, and why that is exact after kill -9).
 The ``persist_*`` methods run on the backend's writer thread inside the
@@ -39,9 +43,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from trawler.frontier.disk_queue import WINDOW, DiskQueues
+from trawler.frontier.hosts import HostTable
 from trawler.frontier.restart_state import RestartState
 from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
-from trawler.politeness import HostSlot, PolitenessPolicy
+from trawler.politeness import HostClaim, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 # (next_allowed_at, sequence, host): the ready-heap order.
@@ -55,8 +60,10 @@ class SqliteFrontier:
         clock: Callable[[], float] = time.monotonic,
         unproven_limit: int | None = None,  # None: no cap
         window: int = WINDOW,  # URLs of a host held in memory once load() opens the disk
+        hosts: HostTable | None = None,  # the process's; None: one of its own
     ) -> None:
         self.policy = policy
+        self._hosts = hosts if hosts is not None else HostTable()
         self.clock = clock
         self.unproven_limit = unproven_limit
         self.window = window
@@ -86,6 +93,7 @@ class SqliteFrontier:
                 save_seen(conn, self._seen, force=True)
         remove_stale(conn)
         self._kept.load(conn, self._slot, self.policy, hosts)
+        self.share_hosts(self._hosts)  # the restored times, for the other jobs too
         for host in hosts:
             self._schedule(self._slot(host))
 
@@ -126,6 +134,13 @@ class SqliteFrontier:
         self._queues.persist_done(conn, done, skipped)
 
     # -- scheduling (event loop) ------------------------------------------------
+    def share_hosts(self, table: HostTable) -> None:
+        """Take part in the process's host table (Services), before the first lease."""
+        self._hosts = table
+        for host, slot in self._slots.items():
+            slot.claim = claim = table.get(host)
+            HostTable.note(claim, slot.last_sent_at, slot.next_allowed_at)
+
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         fresh = self._seen.mark_new([request.fp for request in requests])
         return [request for request, new in zip(requests, fresh, strict=True) if new]
@@ -181,8 +196,47 @@ class SqliteFrontier:
             elif self._heap_of(slot) is not heap:  # its health changed while it waited
                 heapq.heappush(self._heap_of(slot), heapq.heappop(heap))
             else:
-                return heap[0]
+                claim = slot.claim
+                assert claim is not None
+                if claim.holder is None and self._caught_up(slot, claim):
+                    return heap[0]
+                heapq.heappop(heap)  # another job holds the host, or sent to it since
+                slot.in_heap_at = None
+                if claim.holder is not None:
+                    HostTable.wait(claim, self._host_released)  # back in heap when released
+                else:
+                    self._schedule(slot)  # under its later next-allowed time
         return None
+
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """New politeness settings, live: every host's next time under them, and the
+        ready-heaps rebuilt on those times (O(hosts log hosts), once per change)."""
+        self.policy = policy
+        for slot in self._slots.values():
+            policy.recompute(slot)
+            self._note(slot)
+            if slot.in_heap_at is not None:
+                slot.in_heap_at = None  # its old entry is stale now
+                self._schedule(slot)
+
+    def _caught_up(self, slot: HostSlot, claim: HostClaim) -> bool:
+        """Fold in what the process's other jobs did to the host; True when the slot
+        keeps its heap key (nothing new, the usual case: a comparison or two)."""
+        same_sender = claim.last_sent_at == slot.last_sent_at
+        if same_sender and claim.next_allowed_at <= slot.next_allowed_at:
+            return True
+        if claim.last_sent_at is not None and (
+            slot.last_sent_at is None or claim.last_sent_at > slot.last_sent_at
+        ):
+            self.policy.after_request(slot, claim.last_sent_at)  # this job's interval from it
+        slot.next_allowed_at = max(slot.next_allowed_at, claim.next_allowed_at)
+        return slot.next_allowed_at == slot.in_heap_at
+
+    def _host_released(self, host: str) -> None:
+        """Another job released a host this frontier has URLs of."""
+        slot = self._slots.get(host)
+        if slot is not None and not self._closed:
+            self._schedule(slot)
 
     def _lease(self, heap: list[ReadyEntry], host: str) -> CrawlRequest | None:
         heapq.heappop(heap)
@@ -192,6 +246,8 @@ class SqliteFrontier:
         if request is None:  # its count was off; nothing of it is queued
             return None
         slot.busy = True
+        assert slot.claim is not None
+        slot.claim.holder = self
         if heap is not self._ready:
             self._unproven_leased.add(host)
         self._leased += 1
@@ -206,14 +262,14 @@ class SqliteFrontier:
     def record_sent(self, host: str, sent_at: float) -> None:
         slot = self._slot(host)
         self.policy.after_request(slot, sent_at)
-        self._kept.note_host(slot)
+        self._note(slot)
 
     def record_response(
         self, host: str, status: int | None, error: str | None, retry_after_s: float | None
     ) -> None:
         slot = self._slot(host)
         self.policy.after_response(slot, status, error, retry_after_s, self.clock())
-        self._kept.note_host(slot)
+        self._note(slot)
 
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
         """Keep the lease, and queue the URL again after ``delay_s`` (its host is not delayed)."""
@@ -227,6 +283,9 @@ class SqliteFrontier:
     async def finish_host(self, host: str) -> None:
         slot = self._slot(host)
         slot.busy = False
+        claim = slot.claim
+        if claim is not None and claim.holder is self:
+            HostTable.release(claim)  # other jobs waiting for the host schedule it again
         if host in self._unproven_leased:
             self._unproven_leased.discard(host)
             self._changed.set()  # a next() waiting for the cap may go on
@@ -234,15 +293,20 @@ class SqliteFrontier:
 
     async def acquire_host(self, host: str) -> None:
         slot = self._slot(host)
-        while slot.busy:
+        claim = slot.claim
+        assert claim is not None
+        while slot.busy or claim.holder is not None:
             await asyncio.sleep(0.05)
         slot.busy = True
+        claim.holder = self
         slot.in_heap_at = None  # its heap entry, if any, is now stale
+        self._caught_up(slot, claim)
         await self.wait_host_ready(host)
 
     async def wait_host_ready(self, host: str) -> None:
-        delay = self._slot(host).next_allowed_at - self.clock()
-        if delay > 0:
+        slot = self._slot(host)
+        # Again after each sleep: live settings (set_policy) may have moved the time on.
+        while (delay := slot.next_allowed_at - self.clock()) > 0:
             await asyncio.sleep(delay)
 
     def ack(self, count: int) -> None:
@@ -254,14 +318,14 @@ class SqliteFrontier:
     async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         slot = self._slot(request.host)
         slot.next_allowed_at = max(slot.next_allowed_at, self.clock() + delay_s)
-        self._kept.note_host(slot)
+        self._note(slot)
         self._leased -= 1
         self.enqueue([request])
 
     def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         slot = self._slot(host)
         self.policy.set_crawl_delay(slot, crawl_delay_s)
-        self._kept.note_host(slot)
+        self._note(slot)
 
     async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """One process: only what an earlier run kept (the gate caches the rest)."""
@@ -297,8 +361,14 @@ class SqliteFrontier:
     def _slot(self, host: str) -> HostSlot:
         slot = self._slots.get(host)
         if slot is None:
-            slot = self._slots[host] = HostSlot(host)
+            slot = self._slots[host] = HostSlot(host, claim=self._hosts.get(host))
         return slot
+
+    def _note(self, slot: HostSlot) -> None:
+        """The slot's times changed: for a restart, and for the process's other jobs."""
+        assert slot.claim is not None
+        HostTable.note(slot.claim, slot.last_sent_at, slot.next_allowed_at)
+        self._kept.note_host(slot)
 
     def _schedule(self, slot: HostSlot) -> None:
         """Put an idle host with queued URLs into the ready-heap (once)."""

@@ -1,0 +1,48 @@
+"""A limit on requests in flight that can change while requests wait on it.
+
+``asyncio.Semaphore`` has a fixed size; an operator lowering or raising the
+concurrency of a running service (Services.politeness) needs the waiting
+requests to follow the new size at once. FIFO, so no job starves the others.
+With no limit (None) ``acquire`` returns without suspending: the single-job
+crawl pays a call per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class Throttle:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.in_use = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if not self._waiting and (self.limit is None or self.in_use < self.limit):
+            self.in_use += 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # granted as the waiter was cancelled: give it back
+            raise
+
+    def release(self) -> None:
+        self.in_use -= 1
+        self._wake()
+
+    def resize(self, limit: int | None) -> None:
+        self.limit = limit
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiting and (self.limit is None or self.in_use < self.limit):
+            future = self._waiting.popleft()
+            if not future.done():
+                self.in_use += 1
+                future.set_result(None)
