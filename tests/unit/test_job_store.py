@@ -17,13 +17,12 @@ from trawler.jobs.store import JobStore
 S = JobState
 
 
-@pytest.fixture(params=["embedded"])
+@pytest.fixture(params=["embedded", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
     if request.param == "embedded":
         yield EmbeddedJobStore(tmp_path / "data")
         return
     from trawler.jobs.postgres import PostgresJobStore
-
     from trawler.store.postgres import PostgresStore
 
     url = request.getfixturevalue("fresh_postgres_url")
@@ -123,3 +122,35 @@ async def test_seeding_flag(store: JobStore) -> None:
     assert not (await store.get(job_id)).seeding
     with pytest.raises(UnknownJob):
         await store.set_seeding("nosuchjob", True)
+
+
+async def test_jobs_of_a_version_4_database_gain_times_and_a_first_event(
+    fresh_postgres_url: str,
+) -> None:
+    """Migration 5 (store/pgschema.py): older jobs keep their state and get what can be
+    known of their history; `failed` becomes a state PostgreSQL accepts."""
+    import psycopg
+
+    from trawler.jobs.postgres import PostgresJobStore
+    from trawler.store.pgschema import MIGRATIONS, SCOPE_HOSTS_VERSION
+    from trawler.store.postgres import PostgresStore
+
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, sql in enumerate(MIGRATIONS[:SCOPE_HOSTS_VERSION], start=1):
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+        conn.execute("INSERT INTO jobs (id, config, state) VALUES ('old', '{}', 'finished')")
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO jobs (id, config, state) VALUES ('f', '{}', 'failed')")
+    async with await PostgresStore.connect(fresh_postgres_url) as pg:
+        jobs = PostgresJobStore(pg)
+        old = await jobs.get("old")
+        assert old.state is S.FINISHED and old.started_at and old.finished_at
+        assert [(e.from_state, e.to_state) for e in old.events] == [(None, S.FINISHED)]
+        new = await jobs.create(CONFIG)
+        await jobs.transition(new, S.FAILED, "disk full")
+        assert [j.id for j in (await jobs.list())[0]] == [new, "old"]
