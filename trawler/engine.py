@@ -100,6 +100,8 @@ class Crawler:
         self.batch_limit = BATCH_LIMIT_ITEMS
         self._batch_taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
         self._stopping = False
+        self._unpaused = asyncio.Event()  # cleared while the job is paused
+        self._unpaused.set()
         self._fatal: BaseException | None = None
         self.pages_stored = 0  # committed pages, including those of earlier runs
         self.errors = 0
@@ -148,12 +150,29 @@ class Crawler:
         if not self._stopping:
             log.info("stopping: finishing requests in flight")
             self._stopping = True
+            self._unpaused.set()  # a paused dispatch wakes up to leave
             self.frontier.close()
+
+    def pause(self) -> None:
+        """Start no new request; those in flight finish and are committed."""
+        if self._unpaused.is_set() and not self._stopping:
+            log.info("paused: finishing requests in flight")
+            self._unpaused.clear()
+
+    def resume(self) -> None:
+        if not self._unpaused.is_set():
+            log.info("resumed")
+            self._unpaused.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._unpaused.is_set()
 
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
         limit = asyncio.Semaphore(self.config.concurrency)
         while not self._stopping:
+            await self._unpaused.wait()
             await limit.acquire()
             if self.config.max_pages is not None and not await self._within_budget():
                 limit.release()
@@ -163,6 +182,11 @@ class Crawler:
                 limit.release()
                 self.exhausted = not self._stopping
                 return
+            if self.paused:  # paused while it waited for its host: not started
+                await self.frontier.hand_back(request)
+                await self.frontier.finish_host(request.host)
+                limit.release()
+                continue
             task = asyncio.create_task(self._process(request))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -115,6 +115,16 @@ async def test_list_filters_pages_and_counts(store: JobStore) -> None:
     assert (none, total) == ([], 0)
 
 
+async def test_state_alone(store: JobStore) -> None:
+    """What a running crawl polls (jobs/follow.py)."""
+    job_id = await store.create(CONFIG)
+    assert await store.state(job_id) is S.PENDING
+    await store.transition(job_id, S.RUNNING)
+    assert await store.state(job_id) is S.RUNNING
+    with pytest.raises(UnknownJob):
+        await store.state("nosuchjob")
+
+
 async def test_seeding_flag(store: JobStore) -> None:
     job_id = await store.create(CONFIG, seeding=True)
     assert (await store.get(job_id)).seeding

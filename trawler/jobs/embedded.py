@@ -186,7 +186,11 @@ class EmbeddedJobStore:
         return stored_config(row[0])[0]
 
     async def set_seeding(self, job_id: str, seeding: bool) -> None:
-        await self._update(job_id, "seeding = ?", int(seeding))
+        await asyncio.to_thread(mark_seeding, self.data_dir, job_id, seeding)
+
+    async def state(self, job_id: str) -> JobState:
+        """The job's state alone: what a running crawl polls (jobs/follow.py)."""
+        return await self._run(_select_state, job_id)
 
     # -- embedded only -------------------------------------------------------------
     async def set_config(self, job_id: str, config: CrawlConfig) -> None:
@@ -201,6 +205,19 @@ class EmbeddedJobStore:
 
         if await self._run(update) == 0:
             raise UnknownJob(job_id)
+
+
+def mark_seeding(data_dir: Path, job_id: str, seeding: bool) -> None:
+    """Seeds are (no longer) going in; callable from the crawl's writer thread."""
+    conn = open_registry(data_dir)
+    try:
+        changed = conn.execute(
+            "UPDATE jobs SET seeding = ? WHERE id = ?", (int(seeding), job_id)
+        ).rowcount
+    finally:
+        conn.close()
+    if changed == 0:
+        raise UnknownJob(job_id)
 
 
 def _info(row: Sequence[Any]) -> JobInfo:
@@ -221,6 +238,13 @@ def _select_job(conn: sqlite3.Connection, job_id: str) -> JobInfo:
     if row is None:
         raise UnknownJob(job_id)
     return _info(row)
+
+
+def _select_state(conn: sqlite3.Connection, job_id: str) -> JobState:
+    row = conn.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise UnknownJob(job_id)
+    return JobState(row[0])
 
 
 def _select_jobs(

@@ -96,6 +96,19 @@ class PostgresJobStore:
 
         return await self.store._call(select)
 
+    async def state(self, job_id: str) -> JobState:
+        """The job's state alone: what a running worker polls (jobs/follow.py)."""
+
+        async def select() -> Any:
+            async with self.store.pool.connection() as conn:
+                cur = await conn.execute("SELECT state FROM jobs WHERE id = %s", (job_id,))
+                return await cur.fetchone()
+
+        row = await self.store._call(select)
+        if row is None:
+            raise UnknownJob(job_id)
+        return JobState(row[0])
+
     async def config(self, job_id: str) -> CrawlConfig:
         try:
             return (await self.store.get_job(job_id))[0]

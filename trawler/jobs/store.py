@@ -49,6 +49,10 @@ class JobStore(Protocol):
         """Every change of state of the job, oldest first."""
         ...
 
+    async def state(self, job_id: str) -> JobState:
+        """The job's state alone (cheap: a running crawl polls it)."""
+        ...
+
     async def config(self, job_id: str) -> CrawlConfig:
         """The job's crawl options."""
         ...
