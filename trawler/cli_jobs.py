@@ -23,6 +23,7 @@ from trawler.cli_common import (
     EXIT_FAILED,
     DataOpt,
     check_postgres_url,
+    check_redis_url,
     fail,
     run_connected,
 )
@@ -110,9 +111,14 @@ def list_jobs(
 
 @jobs_app.command()
 def show(job: JobArg, data: DataOpt = DEFAULT_DATA, postgres: PostgresOpt = None,
+         redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="Redis URL: the distributed job's URLs queued.")] = None,
          as_json: JsonOpt = False) -> None:  # fmt: skip
     """One job: its state, numbers, options and every change of state."""
     info: JobInfo = _changing(job, data, postgres, lambda store: store.get(job))
+    if redis is not None and postgres is not None:
+        from trawler.worker import job_work
+
+        info.urls_queued = run_connected(job_work(redis, job))[0]
     if as_json:
         typer.echo(json.dumps(_as_json(info), indent=2))
         return
@@ -129,6 +135,9 @@ def _transition_command(name: str, state: JobState, doc: str) -> None:
     def command(job: JobArg, data: DataOpt = DEFAULT_DATA, postgres: PostgresOpt = None) -> None:
         info = _changing(job, data, postgres, lambda store: store.transition(job, state, "user"))
         typer.echo(f"job {info.id} is {info.state}")
+        if postgres is None and state is JobState.RUNNING and not _crawl_running(data):
+            typer.echo(f"no crawl runs in {data}: `trawler crawl --data {data} --job {job}`"
+                       " carries it on", err=True)  # fmt: skip
 
     command.__doc__ = doc
     jobs_app.command(name)(command)
@@ -150,6 +159,22 @@ _transition_command(
 )
 _transition_command("resume", JobState.RUNNING, "Resume a paused job.")
 _transition_command("cancel", JobState.CANCELLED, "Cancel a job for good; what was stored is kept.")  # fmt: skip
+
+
+def _crawl_running(data: Path) -> bool:
+    """Whether a process holds the data directory's lock (a crawl or a server runs there)."""
+    import fcntl
+
+    from trawler.locks import LOCK_NAME
+
+    try:
+        with (data / LOCK_NAME).open("rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released as it closes
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _as_json(info: JobInfo) -> dict:

@@ -85,6 +85,8 @@ def test_ctrl_c_leaves_the_job_paused_and_a_crawl_resumes_it(tmp_path: Path) -> 
         assert job["state"] == "paused"
         events = jobs("show", job["id"], "--data", str(data))["events"]
         assert events[-1]["reason"] == f"signal {signal.SIGINT}"
+        hint = run_trawler("jobs", "resume", job["id"], "--data", str(data))
+        assert hint.returncode == 0 and "no crawl runs in" in hint.stderr, hint.stderr
         resumed = run_trawler("crawl", "--data", str(data), "-q")
         assert resumed.returncode == 0, resumed.stderr
     finally:
@@ -129,6 +131,8 @@ def test_jobs_commands_on_postgres(
     pg = ("--postgres", fresh_postgres_url)
     listed = jobs("list", *pg)
     assert listed["total"] == 1 and listed["jobs"][0]["state"] == "running"
+    queued = jobs("show", job, *pg, "--redis", redis_url)["urls_queued"]
+    assert queued == len(testsite.seeds)  # no worker yet
     for command, state in (("pause", "paused"), ("resume", "running"), ("cancel", "cancelled")):
         out = run_trawler("jobs", command, job, *pg)
         assert out.returncode == 0 and f"job {job} is {state}" in out.stdout, out.stderr
