@@ -133,10 +133,10 @@ def crawl(
     state = "finished" if complete else "stopped"
     _finish_job(jobs.job_dir(job_id), job_id, state)
     reason = "complete" if complete else f"signal {stop_signal}" if stop_signal else "stopped"
-    cj.end(jobs, job_id, complete, reason)
+    ended = cj.end(jobs, job_id, complete, reason)
     if not quiet:
         typer.echo(
-            f"{state}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
+            f"{ended}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
             f" {crawler.errors} errors in this run; data in {data}", err=True,
         )  # fmt: skip
     if not complete and stop_signal is not None:

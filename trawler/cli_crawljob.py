@@ -99,9 +99,10 @@ def seeds_added_hook(data: Path, job_id: str) -> Any:
     return lambda: mark_seeding(data, job_id, False)
 
 
-def end(jobs: EmbeddedJobStore, job_id: str, complete: bool, reason: str) -> None:
+def end(jobs: EmbeddedJobStore, job_id: str, complete: bool, reason: str) -> JobState:
     """Finished when complete, else paused (resumable); a state set from elsewhere
-    meanwhile (cancelled, paused) stands."""
+    meanwhile (cancelled, paused) stands. The job's state now."""
     state = JobState.FINISHED if complete else JobState.PAUSED
     with contextlib.suppress(InvalidTransition):
-        run(jobs.transition(job_id, state, reason))
+        return run(jobs.transition(job_id, state, reason)).state
+    return run(jobs.state(job_id))

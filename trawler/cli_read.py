@@ -128,6 +128,7 @@ def stats(
         conn = open_crawl_data(data, job)
         try:
             numbers = read_stats(conn)
+            _registry_state(data, numbers)
         except sqlite3.Error as exc:
             fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
         finally:
@@ -136,6 +137,26 @@ def stats(
         typer.echo(json.dumps(numbers, indent=2))
     else:
         print_stats(numbers)
+
+
+def _registry_state(data: Path, numbers: dict) -> None:
+    """The job's state and times as the job store keeps them (jobs/): the job's own
+    database says only whether its last run stopped or finished."""
+    import asyncio
+
+    from trawler.jobs.embedded import EmbeddedJobStore
+    from trawler.jobs.layout import REGISTRY_NAME
+    from trawler.jobs.model import UnknownJob
+
+    job = numbers.get("job")
+    if job is None or not (data / REGISTRY_NAME).exists():
+        return  # a data directory of the single-job layout, read where it is
+    try:
+        info = asyncio.run(EmbeddedJobStore(data).get(job["id"]))
+    except UnknownJob:
+        return
+    job.update(state=info.state.value, created_at=info.created_at,
+               started_at=info.started_at, finished_at=info.finished_at)  # fmt: skip
 
 
 def search(

@@ -85,6 +85,8 @@ def test_ctrl_c_leaves_the_job_paused_and_a_crawl_resumes_it(tmp_path: Path) -> 
         assert job["state"] == "paused"
         events = jobs("show", job["id"], "--data", str(data))["events"]
         assert events[-1]["reason"] == f"signal {signal.SIGINT}"
+        stats = run_trawler("stats", "--data", str(data), "--json")
+        assert json.loads(stats.stdout)["job"]["state"] == "paused"  # as the job store says
         hint = run_trawler("jobs", "resume", job["id"], "--data", str(data))
         assert hint.returncode == 0 and "no crawl runs in" in hint.stderr, hint.stderr
         resumed = run_trawler("crawl", "--data", str(data), "-q")
