@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import sys
 from enum import Enum, StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from trawler.cli_common import (
     fail,
 )
 from trawler.cli_dist import register as register_distributed
+from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
@@ -84,9 +86,12 @@ def crawl(
     max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,
     max_links_per_page: Annotated[int | None, typer.Option(help="Links taken from one page [5000].")] = None,
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The job to resume (or to add seeds to) [a new job with seeds, else the newest unfinished one].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:  # fmt: skip
-    """Crawl from seed URLs into DATA; resumes the unfinished job already in DATA."""
+    """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
+    unfinished job in DATA (or --job's)."""
+    from trawler import cli_crawljob as cj
     from trawler import gcpolicy
     from trawler.engine import Crawler
     from trawler.store.embedded import EmbeddedBackend
@@ -94,43 +99,44 @@ def crawl(
 
     cli = cli_settings(ctx.params)
     _lock = _lock_data_dir(data)  # held until this process ends: one writer per directory
+    jobs = cj.open_jobs(data)
+    picked = cj.chosen_job(jobs, data, job, bool(seeds) or seeds_file is not None)
     try:
-        backend = EmbeddedBackend(data)
-    except (OSError, sqlite3.Error, NotTrawlerData) as exc:
-        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
-    job = backend.store.current_job()
-    stored = job[1] if job else None
-    try:
-        cfg = build_config(cli, config, base=stored)
+        cfg = build_config(cli, config, base=cj.stored_config(jobs, picked))
     except ConfigError as exc:
         fail(str(exc))
     spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
-    if job is None and not spool.count:
+    if picked is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
-    if job is not None and job[2] == "seeding" and not spool.count:
-        fail(f"job {job[0]} in {data} stopped while adding its seeds; give them again"
-             " (seeds already added are skipped)")  # fmt: skip
-    if job is not None and job[2] == "finished" and not spool.count:
-        typer.echo(f"job {job[0]} in {data} is already finished; nothing to do")
-        return
-    job_id = _start_job(backend, job, cfg, "seeding" if spool.count else "running")
+    if picked is not None and picked.seeding and not spool.count:
+        fail(f"job {picked.id} in {data} stopped while adding its seeds; give them again"
+             f" with --job {picked.id} (seeds already added are skipped)")  # fmt: skip
+    job_id = cj.begin(jobs, picked, cfg, spool.count)
+    try:
+        backend = EmbeddedBackend(jobs.job_dir(job_id), cj.seeds_added_hook(data, job_id))
+    except (OSError, sqlite3.Error, NotTrawlerData) as exc:
+        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
+    _start_job(backend, job_id, cfg, "seeding" if spool.count else "running")
     stored_pages = backend.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
     if not quiet:
-        verb = "resuming" if job else "starting"
+        verb = "resuming" if picked else "starting"
         typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
     with spool, progress_reporter(quiet) as report:
         crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
         gcpolicy.tune_for_crawling()
         try:
-            complete, stop_signal = asyncio.run(_run(crawler, stored_pages))
+            complete, stop_signal = asyncio.run(_run(crawler, stored_pages, jobs, job_id))
         except (OSError, sqlite3.Error) as exc:
             # Nothing committed is lost: the next `trawler crawl --data` resumes.
+            cj.end(jobs, job_id, False, f"cannot write crawl data: {exc}")
             fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
     state = "finished" if complete else "stopped"
-    _finish_job(data, job_id, state)
+    _finish_job(jobs.job_dir(job_id), job_id, state)
+    reason = "complete" if complete else f"signal {stop_signal}" if stop_signal else "stopped"
+    ended = cj.end(jobs, job_id, complete, reason)
     if not quiet:
         typer.echo(
-            f"{state}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
+            f"{ended}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
             f" {crawler.errors} errors in this run; data in {data}", err=True,
         )  # fmt: skip
     if not complete and stop_signal is not None:
@@ -183,12 +189,13 @@ def _lock_data_dir(data: Path) -> Any:
         fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
 
 
-def _start_job(backend: Any, job: tuple | None, cfg: CrawlConfig, state: str) -> str:
-    """``seeding`` until the engine has added every new seed (SqliteStore.seeds_added)."""
-    if job is None:
-        return backend.store.create_job(cfg, state)
-    backend.store.update_job(job[0], config=cfg, state=state)
-    return job[0]
+def _start_job(backend: Any, job_id: str, cfg: CrawlConfig, state: str) -> None:
+    """The job's row in its own database (read by `trawler stats`): ``seeding``
+    until the engine has added every new seed (SqliteStore.seeds_added)."""
+    if backend.store.current_job() is None:  # also: an older job's seeds become its scope
+        backend.store.create_job(cfg, state, job_id)
+    else:
+        backend.store.update_job(job_id, config=cfg, state=state)
 
 
 def _finish_job(data: Path, job_id: str, state: str) -> None:
@@ -201,11 +208,14 @@ def _finish_job(data: Path, job_id: str, state: str) -> None:
         conn.close()
 
 
-async def _run(crawler: Any, stored_pages: int) -> tuple[bool, int | None]:
+async def _run(crawler: Any, stored_pages: int, jobs: Any, job_id: str) -> tuple[bool, int | None]:
     """Run the crawl; SIGINT/SIGTERM stop it cleanly, a second one cuts the grace short.
+    The job's state set from another process (pause, resume, cancel) is followed.
 
     Returns (complete, the number of the first signal received or None).
     """
+    from trawler.jobs.follow import Controls, follow_job
+
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     received: list[int] = []
@@ -219,10 +229,14 @@ async def _run(crawler: Any, stored_pages: int) -> tuple[bool, int | None]:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
+    controls = Controls(crawler.pause, crawler.resume, crawler.stop)
+    following = asyncio.create_task(follow_job(partial(jobs.state, job_id), controls))
     try:
         complete = await crawler.run(stored_pages)
     except asyncio.CancelledError:
         complete = False
+    finally:
+        following.cancel()
     return complete, received[0] if received else None
 
 
@@ -267,6 +281,7 @@ def testsite(
 
 
 register_read(app)
+register_jobs(app)
 register_distributed(app, fail, cli_settings, read_seeds)
 
 

@@ -68,14 +68,19 @@ def check_postgres_url(value: str | None) -> str | None:
     return value
 
 
-def open_crawl_data(data: Path) -> sqlite3.Connection:
-    """The data directory's database for reading, or a one-line error."""
+def open_crawl_data(data: Path, job: str | None = None) -> sqlite3.Connection:
+    """A job's database in the data directory for reading (``job``'s, else the newest
+    job's), or a one-line error."""
+    from trawler.jobs.layout import find_job_dir
+    from trawler.jobs.model import UnknownJob
     from trawler.store.sqlite import NotTrawlerData, connect
 
     try:
-        return connect(data, readonly=True)
+        return connect(find_job_dir(data, job), readonly=True)
     except FileNotFoundError as exc:
         fail(str(exc))
+    except UnknownJob:
+        fail(f"no job {job!r} in {data}")
     except (NotTrawlerData, sqlite3.Error) as exc:
         fail(str(exc), EXIT_FAILED)
 

@@ -50,20 +50,20 @@ def export(
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
-    job: Annotated[str | None, typer.Option("--job", help="The distributed job's id.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
     from trawler.cli_dist import export_job
     from trawler.export import write_export
     from trawler.store.kinds import parse_kinds
 
-    if (postgres is None) != (job is None):
-        fail("--postgres and --job go together")
+    if postgres is not None and job is None:
+        fail("--postgres needs --job")
     try:
         kinds = parse_kinds(kind)
     except ValueError as exc:
         fail(str(exc))
-    conn = open_crawl_data(data) if postgres is None else None
+    conn = open_crawl_data(data, job) if postgres is None else None
     try:
         with _output(output) as out:
             if conn is not None:
@@ -112,7 +112,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="Redis URL (distributed job's frontier).")] = None,
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="PostgreSQL URL (distributed job).")] = None,
-    job: Annotated[str | None, typer.Option("--job", help="Distributed job id [the newest].")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest].")] = None,
 ) -> None:  # fmt: skip
     """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
     from trawler.cli_dist import job_stats
@@ -125,9 +125,10 @@ def stats(
         except KeyError as exc:
             fail(f"no such job: {exc.args[0]}" if job else "no job in the database")
     else:
-        conn = open_crawl_data(data)
+        conn = open_crawl_data(data, job)
         try:
             numbers = read_stats(conn)
+            _registry_state(data, numbers)
         except sqlite3.Error as exc:
             fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
         finally:
@@ -136,6 +137,26 @@ def stats(
         typer.echo(json.dumps(numbers, indent=2))
     else:
         print_stats(numbers)
+
+
+def _registry_state(data: Path, numbers: dict) -> None:
+    """The job's state and times as the job store keeps them (jobs/): the job's own
+    database says only whether its last run stopped or finished."""
+    import asyncio
+
+    from trawler.jobs.embedded import EmbeddedJobStore
+    from trawler.jobs.layout import REGISTRY_NAME
+    from trawler.jobs.model import UnknownJob
+
+    job = numbers.get("job")
+    if job is None or not (data / REGISTRY_NAME).exists():
+        return  # a data directory of the single-job layout, read where it is
+    try:
+        info = asyncio.run(EmbeddedJobStore(data).get(job["id"]))
+    except UnknownJob:
+        return
+    job.update(state=info.state.value, created_at=info.created_at,
+               started_at=info.started_at, finished_at=info.finished_at)  # fmt: skip
 
 
 def search(
@@ -147,13 +168,14 @@ def search(
     until: Annotated[str | None, typer.Option(help="Fetched before this date (ISO 8601).")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA].")] = None,
 ) -> None:  # fmt: skip
     """Full-text search of the crawled pages (best match first; noindex and duplicates left out)."""
     from trawler.progress import print_hits
     from trawler.store.search import SearchIndexMissing
     from trawler.store.search import search as run_search
 
-    conn = open_crawl_data(data)
+    conn = open_crawl_data(data, job)
     try:
         hits = run_search(
             conn, query, limit, host, _epoch(since, "--since"), _epoch(until, "--until"), raw=raw

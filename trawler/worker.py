@@ -18,6 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from trawler.config import CrawlConfig
@@ -25,6 +26,9 @@ from trawler.engine import Crawler, Progress
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.workers import HEARTBEAT_S, WorkerRegistry, WorkerStatus
+from trawler.jobs.follow import Controls, follow_job
+from trawler.jobs.model import InvalidTransition, JobState
+from trawler.jobs.postgres import PostgresJobStore
 from trawler.linkfilter import LinkFilter
 from trawler.outage import (
     OutageAbandoned,
@@ -116,14 +120,22 @@ async def _pick_job(
     """A job with URLs queued or in flight (oldest first); jobs with neither are finished.
 
     URLs in flight at other workers may still add work, so a worker joins such
-    a job and waits in the frontier rather than leaving as idle.
+    a job and waits in the frontier rather than leaving as idle. Paused and
+    ended jobs are not picked.
     """
+    jobs = PostgresJobStore(store)
     for job in reversed(await store.list_jobs(ACTIVE_STATES)):  # finished ones not read
         queued, leased = await job_work(redis_url, job.id, health)
         if queued or leased:
             return job.id, (await store.get_job(job.id))[0]
-        await store.set_job_state(job.id, "finished")
+        await _end_state(jobs, job.id, JobState.FINISHED, "complete")
     return None
+
+
+async def _end_state(jobs: PostgresJobStore, job_id: str, state: JobState, reason: str) -> None:
+    """A change made unless another process changed the job first (paused, cancelled it)."""
+    with contextlib.suppress(InvalidTransition):
+        await jobs.transition(job_id, state, reason)
 
 
 class Worker:
@@ -202,6 +214,9 @@ class Worker:
     async def _crawl(self, store: PostgresStore, job_id: str, config: CrawlConfig) -> None:
         log.info("worker %s: crawling job %s", self.options.worker_id, job_id)
         options = self.options
+        jobs = PostgresJobStore(store)
+        if await jobs.state(job_id) is JobState.PENDING:
+            await _end_state(jobs, job_id, JobState.RUNNING, "started")
         self._pages_before = (await store.read_stats(job_id))["pages_stored"]
         backend = DistributedBackend(
             store, options.redis_url, job_id, options.warc_dir, options.worker_id,
@@ -209,14 +224,19 @@ class Worker:
         )  # fmt: skip
         self._job_id, self._backend = job_id, backend
         self.crawler = crawler = Crawler(config, backend, on_progress=self.on_progress)
+        # Paused or cancelled elsewhere: this worker leaves the job (in-flight requests
+        # finish and are committed); a resumed job is picked again like any other.
+        controls = Controls(pause=crawler.stop, resume=lambda: None, stop=crawler.stop)
+        following = asyncio.create_task(follow_job(partial(jobs.state, job_id), controls))
         try:
             complete = await crawler.run(self._pages_before)
         finally:
+            following.cancel()
             self.pages_done += crawler.pages_stored - self._pages_before
             self.crawler = None
             await backend.close()  # already closed unless the crawl could not start
         if complete:
-            await store.set_job_state(job_id, "finished")
+            await _end_state(jobs, job_id, JobState.FINISHED, "complete")
 
     def start_heartbeat(self, registry: WorkerRegistry) -> asyncio.Task[None]:
         """The beat, until ``stop_heartbeat``."""

@@ -74,6 +74,13 @@ def run_trawler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
+def job_data(data: Path, job: str | None = None) -> Path:
+    """Where a job's crawl data is in DATA (DATA/jobs/<id>/): the newest job's by default."""
+    from trawler.jobs.layout import find_job_dir
+
+    return find_job_dir(data, job)
+
+
 def export_rows(data: Path) -> list[dict]:
     out = run_trawler("export", "--data", str(data), "--format", "jsonl", "--include-noindex")
     assert out.returncode == 0, out.stderr

@@ -5,6 +5,7 @@ their ``kind``; non-HTML downloads are counted apart from errors."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import run_trawler
+from tests.e2e.conftest import job_data, run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.e2e.test_rules import links
 from tests.e2e.test_sitemaps import XML, urlset
@@ -162,8 +163,8 @@ def test_embedded_archives_every_robots_fetch(scripted: Scripted, tmp_path: Path
     assert "8 not HTML, 0 errors in this run" in out.stderr, out.stderr
     for line in (line for line in out.stderr.splitlines() if " pages/s " in line):
         assert "not HTML | 0 errors |" in line, line  # the progress line, when one was due
-    assert_robots_archived(scripted, data / "warc")
-    assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
+    assert_robots_archived(scripted, job_data(data) / "warc")
+    assert_robots_rows(scripted, export_all("--data", str(data)), job_data(data) / "warc")
     stats = stats_json("--data", str(data))
     assert_not_html_apart(stats)
     assert stats["kinds"] == {"page": 16, "sitemap": 4, "robots": 5}
@@ -177,15 +178,18 @@ def test_embedded_robots_written_once_across_a_restart(scripted: Scripted, tmp_p
                         "--max-pages", "6")  # fmt: skip
     assert first.returncode == 0, first.stderr
     before = sum(e["path"] == "/robots.txt" for e in scripted.log())
-    # A new seed carries the finished job on, with the URLs it left queued.
-    second = run_trawler("crawl", scripted.bases[0] + "/a", "--data", str(data), "-q",
-                         "--max-pages", "100")  # fmt: skip
+    # Its page budget spent, the job is finished; as if it had been stopped right there
+    # (the same data: everything committed, closed cleanly), it is resumed with the
+    # URLs it left queued and a larger budget.
+    with sqlite3.connect(data / "jobs.db") as registry:
+        registry.execute("UPDATE jobs SET state = 'paused'")
+    second = run_trawler("crawl", "--data", str(data), "-q", "--max-pages", "100")
     assert second.returncode == 0, second.stderr
     # Every host's robots.txt was fetched before the restart (host 2's retry may fall
     # on either side of it); the second run used the kept ones.
     assert before >= 4 and len([e for e in scripted.log() if e["path"] == "/"]) == 4
-    assert_robots_archived(scripted, data / "warc")
-    assert_robots_rows(scripted, export_all("--data", str(data)), data / "warc")
+    assert_robots_archived(scripted, job_data(data) / "warc")
+    assert_robots_rows(scripted, export_all("--data", str(data)), job_data(data) / "warc")
 
 
 def test_distributed_archives_every_robots_fetch(

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.conftest import export_rows, job_data, run_trawler
 from tests.e2e.scripted import page, start_scripted
 from tests.e2e.test_distributed import TRAWLER, exported, start_worker, wait_all
 from tests.e2e.test_rules import ROBOTS, links
@@ -57,7 +57,7 @@ def test_dead_urls_end_dead_with_their_attempts_and_pages(tmp_path: Path) -> Non
     finally:
         server.stop()
     dead_count = HOSTS * BROKEN_PER_HOST
-    conn = sqlite3.connect(data / "trawler.db")
+    conn = sqlite3.connect(job_data(data) / "trawler.db")
     states = dict(conn.execute("SELECT url, state FROM urls"))
     attempts = conn.execute("SELECT url, decision FROM fetch_attempts").fetchall()
     pages = dict(conn.execute("SELECT url, error FROM pages"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.e2e.cli_checks import wait_until
-from tests.e2e.conftest import Served, export_rows, run_trawler
+from tests.e2e.conftest import Served, export_rows, job_data, run_trawler
 
 KILLS = 12
 
@@ -46,8 +46,8 @@ def assert_complete_and_once(served: Served, data: Path) -> list[dict]:
 
 
 def assert_warc_valid(data: Path, rows: list[dict]) -> None:
-    files = sorted((data / "warc").glob("*.warc.gz"))
-    assert not list((data / "warc").glob("*.open"))
+    files = sorted((job_data(data) / "warc").glob("*.warc.gz"))
+    assert not list((job_data(data) / "warc").glob("*.open"))
     targets = set()
     for path in files:
         with path.open("rb") as stream:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import Served, export_rows, run_trawler, start_testsite
+from tests.e2e.conftest import Served, export_rows, job_data, run_trawler, start_testsite
 
 # Server-side timestamps are taken in the server process when a request
 # arrives; allow for that process's own scheduling jitter, nothing more.
@@ -129,9 +129,9 @@ def test_crawl_delay_from_robots_txt_is_honoured(tmp_path: Path) -> None:
 def test_warc_files_read_back_with_warcio(testsite: Served, tmp_path: Path) -> None:
     data = tmp_path / "data"
     crawl(testsite, data, "--scope", "any", "--delay", "0.05", "--warc-max-bytes", "20000")
-    files = sorted((data / "warc").glob("*.warc.gz"))
+    files = sorted((job_data(data) / "warc").glob("*.warc.gz"))
     assert len(files) > 1, "rotation at 20 kB should give several files"
-    assert not list((data / "warc").glob("*.open"))
+    assert not list((job_data(data) / "warc").glob("*.open"))
     responses = {}
     for path in files:
         with path.open("rb") as stream:

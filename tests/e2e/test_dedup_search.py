@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from tests.e2e.cli_checks import assert_one_line_error
-from tests.e2e.conftest import Served, export_rows, run_trawler
+from tests.e2e.conftest import Served, export_rows, job_data, run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.indexpages import index_html
 from trawler.sitegen import _WORDS
@@ -88,7 +88,7 @@ def test_index_pages_are_not_duplicates_and_a_flagged_page_stays_searchable(
                      **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
     assert [h["url"] for h in search(data, "lighthousekeeper")] == [base + "/edit"]
     assert [h["url"] for h in search(data, words[10])] == [base + "/orig"]
-    with sqlite3.connect(data / "trawler.db") as conn:
+    with sqlite3.connect(job_data(data) / "trawler.db") as conn:
         kept = conn.execute("SELECT text FROM pages WHERE url = ?", (base + "/edit",)).fetchone()
     assert "lighthousekeeper" in kept[0]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.conftest import export_rows, job_data, run_trawler
 from tests.e2e.raw_server import RawServer
 from tests.e2e.test_distributed import TRAWLER, exported, start_worker
 
@@ -47,7 +47,8 @@ def test_undecodable_header_bytes_do_not_stop_the_crawl(tmp_path: Path) -> None:
     with RawServer(answer) as server:
         first = crawl(server, data)
         assert first.returncode == 0, first.stderr
-        resumed = crawl(server, data)  # a resume must not meet a poisoned URL either
+        # A resume must not meet a poisoned URL either.
+        resumed = run_trawler("crawl", "--data", str(data), "-q", timeout=60)
         assert resumed.returncode == 0, resumed.stderr
         requested = [r.target for r in server.requests if r.target != "/robots.txt"]
     assert "Traceback" not in first.stderr + resumed.stderr
@@ -71,7 +72,7 @@ def test_warc_keeps_header_bytes_as_sent(tmp_path: Path) -> None:
     with RawServer(answer) as server:
         out = crawl(server, data)
     assert out.returncode == 0, out.stderr
-    (path,) = (data / "warc").glob("*.warc.gz")
+    (path,) = (job_data(data) / "warc").glob("*.warc.gz")
     with path.open("rb") as stream:
         targets = [
             record.rec_headers.get_header("WARC-Target-URI")

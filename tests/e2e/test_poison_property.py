@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
+from tests.e2e.conftest import job_data
 from tests.e2e.raw_server import RawServer
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler
@@ -174,7 +175,7 @@ def crawl(seeds: list[str], data: Path, sitemaps: bool = False) -> bool:
 
 
 def check_store(data: Path, seeds: list[str], asked: list[str]) -> list[sqlite3.Row]:
-    conn = db.connect(data, readonly=True)
+    conn = db.connect(job_data(data), readonly=True)
     try:
         urls = conn.execute("SELECT url, state, reason FROM urls").fetchall()
         pages = conn.execute("SELECT * FROM pages").fetchall()
@@ -202,14 +203,14 @@ def check_store(data: Path, seeds: list[str], asked: list[str]) -> list[sqlite3.
 
 def check_warc(data: Path, pages: list[sqlite3.Row]) -> None:
     targets = []
-    for path in (data / "warc").glob("*.warc.gz"):
+    for path in (job_data(data) / "warc").glob("*.warc.gz"):
         with path.open("rb") as stream:
             for record in ArchiveIterator(stream, check_digests=True):
                 if record.rec_type == "response":
                     targets.append(record.rec_headers.get_header("WARC-Target-URI"))
                 record.raw_stream.read()  # to the end: the digests are checked
                 assert record.digest_checker.passed is True, record.digest_checker.problems
-    conn = db.connect(data, readonly=True)
+    conn = db.connect(job_data(data), readonly=True)
     try:  # robots.txt answers are archived as pages are, a row each
         robots = conn.execute("SELECT final_url, warc_file FROM robots_fetches").fetchall()
     finally:
@@ -219,7 +220,7 @@ def check_warc(data: Path, pages: list[sqlite3.Row]) -> None:
 
 
 def check_export(data: Path) -> None:
-    conn = db.connect(data, readonly=True)
+    conn = db.connect(job_data(data), readonly=True)
     try:
         for fmt in ("jsonl", "csv"):
             out = io.StringIO()

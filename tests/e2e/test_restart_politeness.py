@@ -6,6 +6,8 @@ has passed, and robots.txt is fetched once per host however often the crawl rest
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,18 +34,28 @@ def wait_for_page_requests(served: Served, seen: int, more: int = 1) -> int:
     raise AssertionError("the crawl sent no page request for 60 s")
 
 
+def resume_crawl(data: Path) -> subprocess.Popen[str]:
+    """The job in DATA carried on: its stored options, no seeds."""
+    cmd = [sys.executable, "-m", "trawler", "crawl", "--data", str(data), "-q"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_restart_after_kill_keeps_each_host_interval_and_robots(tmp_path: Path) -> None:
     served = start_testsite(tmp_path, hosts=3, pages=8)
     data = tmp_path / "data"
     seen = 0
     try:
-        for stop in (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM, signal.SIGKILL):
-            crawler = start_crawl(served, data, "--delay", str(DELAY_S))
+        for run, stop in enumerate(
+            (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM, signal.SIGKILL)
+        ):
+            crawler = (
+                resume_crawl(data) if run else start_crawl(served, data, "--delay", str(DELAY_S))
+            )
             # Stop the crawler right after a request: its send time is not committed yet.
             seen = wait_for_page_requests(served, seen)
             crawler.send_signal(stop)
             crawler.wait(30)
-        final = start_crawl(served, data, "--delay", str(DELAY_S))
+        final = resume_crawl(data)
         wait_for_page_requests(served, seen, more=3)
         final.send_signal(signal.SIGTERM)
         final.wait(30)

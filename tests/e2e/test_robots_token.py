@@ -49,8 +49,11 @@ def test_compatible_product_in_mozilla_ua_obeys_its_group(
 def test_robots_agent_option_sets_the_token(mybot_site: Scripted, tmp_path: Path) -> None:
     crawl(mybot_site, tmp_path / "data", "--user-agent", OTHER_UA, "--robots-agent", "mybot")
     assert mybot_site.paths() == ["/robots.txt"]
-    # The token goes into the stored job and is used again on resume.
-    crawl(mybot_site, tmp_path / "data", "--user-agent", OTHER_UA)
+    # The token goes into the stored job, used again on resume.
+    out = run_trawler("jobs", "list", "--data", str(tmp_path / "data"), "--json")
+    assert json.loads(out.stdout)["jobs"][0]["options"]["robots_agent"] == "mybot"
+    again = run_trawler("crawl", "--data", str(tmp_path / "data"), "--user-agent", OTHER_UA)
+    assert again.returncode == 0 and "already finished" in again.stdout
     assert mybot_site.paths() == ["/robots.txt"]
 
 

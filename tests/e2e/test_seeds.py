@@ -12,19 +12,19 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.conftest import Served, export_rows, run_trawler
+from tests.e2e.conftest import Served, export_rows, job_data, run_trawler
 
 TRAWLER = [sys.executable, "-m", "trawler"]
 COMMON = ("--allow-private", "-q", "--no-sitemaps", "--delay", "0")
 
 
 def stored_config(data: Path) -> str:
-    with sqlite3.connect(data / "trawler.db") as conn:
-        return conn.execute("SELECT config FROM jobs").fetchone()[0]
+    with sqlite3.connect(data / "jobs.db") as conn:
+        return conn.execute("SELECT options FROM jobs").fetchone()[0]
 
 
-def scope_hosts(data: Path) -> set[str]:
-    with sqlite3.connect(data / "trawler.db") as conn:
+def scope_hosts(data: Path, job: str | None = None) -> set[str]:
+    with sqlite3.connect(job_data(data, job) / "trawler.db") as conn:
         return {host for (host,) in conn.execute("SELECT host FROM scope_hosts")}
 
 
@@ -65,7 +65,7 @@ def test_bad_seed_deep_in_the_file_names_its_line_and_writes_nothing(tmp_path: P
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "line 20001" in out.stderr
     assert "ftp://bad.test/x" in out.stderr
-    assert not (data / "trawler.db").exists() or _jobs(data) == 0
+    assert _jobs(data) == 0
 
 
 def test_non_utf8_seeds_file_names_the_line(tmp_path: Path) -> None:
@@ -77,7 +77,9 @@ def test_non_utf8_seeds_file_names_the_line(tmp_path: Path) -> None:
 
 
 def _jobs(data: Path) -> int:
-    with sqlite3.connect(data / "trawler.db") as conn:
+    if not (data / "jobs.db").exists():
+        return 0
+    with sqlite3.connect(data / "jobs.db") as conn:
         return conn.execute("SELECT count(*) FROM jobs").fetchone()[0]
 
 
@@ -92,17 +94,27 @@ def test_scope_from_persisted_hosts_after_resume(testsite: Served, tmp_path: Pat
     assert scope_hosts(data) == {testsite.seeds[0].split("/")[2]}
 
 
-def test_new_seed_continues_a_finished_job(testsite: Served, tmp_path: Path) -> None:
+def test_new_seeds_are_a_new_job(testsite: Served, tmp_path: Path) -> None:
+    """A finished job stays finished; new seeds make a job of their own beside it,
+    with its own scope, and readers take the newest job unless --job names one."""
     data = tmp_path / "data"
     first = run_trawler("crawl", testsite.seeds[0], "--data", str(data), "--max-depth", "0",
                         *COMMON)  # fmt: skip
     assert first.returncode == 0, first.stderr
+    first_job = job_data(data).name
     same = run_trawler("crawl", "--data", str(data))
     assert same.returncode == 0 and "already finished" in same.stdout
-    more = run_trawler("crawl", testsite.seeds[1], "--data", str(data))
+    more = run_trawler("crawl", testsite.seeds[1], "--data", str(data), "--max-depth", "0",
+                       *COMMON)  # fmt: skip
     assert more.returncode == 0, more.stderr
-    assert {row["url"] for row in export_rows(data)} == set(testsite.seeds[:2])
-    assert scope_hosts(data) == {seed.split("/")[2] for seed in testsite.seeds[:2]}
+    assert job_data(data).name != first_job
+    assert {row["url"] for row in export_rows(data)} == {testsite.seeds[1]}
+    out = run_trawler("export", "--data", str(data), "--job", first_job)
+    assert [json.loads(line)["url"] for line in out.stdout.splitlines()] == testsite.seeds[:1]
+    assert scope_hosts(data) == {testsite.seeds[1].split("/")[2]}
+    assert scope_hosts(data, first_job) == {testsite.seeds[0].split("/")[2]}
+    added = run_trawler("crawl", testsite.seeds[2], "--data", str(data), "--job", first_job)
+    assert added.returncode == 2 and "is finished: it takes no new seeds" in added.stderr
 
 
 def _normalise_calls_in_resume(data: Path, tmp: Path) -> int:
@@ -148,10 +160,12 @@ def test_resume_normalises_no_seeds(testsite: Served, tmp_path: Path) -> None:
 
 
 def _state(data: Path) -> str | None:
+    """The state the job's own database keeps: "seeding" until its seeds are all in."""
     try:
-        with sqlite3.connect(f"file:{data / 'trawler.db'}?mode=ro", uri=True) as conn:
+        path = job_data(data) / "trawler.db"
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
             row = conn.execute("SELECT state FROM jobs").fetchone()
-    except sqlite3.Error:  # not created yet
+    except (sqlite3.Error, FileNotFoundError):  # not created yet
         return None
     return row[0] if row else None
 
@@ -171,9 +185,14 @@ def test_a_run_killed_while_adding_seeds_asks_for_them_again(
     crawl.send_signal(signal.SIGKILL)
     crawl.wait(30)
     assert _state(data) == "seeding"
+    job_id = job_data(data).name
+    with sqlite3.connect(data / "jobs.db") as conn:  # the registry knows it too
+        assert conn.execute("SELECT state, seeding FROM jobs").fetchone() == ("running", 1)
     resumed = run_trawler("crawl", "--data", str(data))
-    assert resumed.returncode == 2 and "give them again" in resumed.stderr
+    assert resumed.returncode == 2 and f"give them again with --job {job_id}" in resumed.stderr
     again = run_trawler("crawl", "--seeds-file", str(seeds_file), "--data", str(data),
-                        "--max-pages", "1", timeout=300)  # fmt: skip
+                        "--job", job_id, "--max-pages", "1", timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr
-    assert _state(data) == "finished"
+    assert _state(data) == "finished" and _jobs(data) == 1
+    with sqlite3.connect(data / "jobs.db") as conn:
+        assert conn.execute("SELECT state, seeding FROM jobs").fetchone() == ("finished", 0)

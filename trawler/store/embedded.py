@@ -46,8 +46,11 @@ T = TypeVar("T")
 class EmbeddedBackend:
     """Owns the data directory: database connection, frontier, WARC writer."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, on_seeds_added: Callable[[], None] | None = None) -> None:
+        """``data_dir``: the job's directory; ``on_seeds_added`` runs on the writer
+        thread once the run's seeds are all in (the job registry's seeding flag)."""
         self.data_dir = data_dir
+        self.on_seeds_added = on_seeds_added
         self.conn: sqlite3.Connection = db.connect(data_dir)
         self.store = db.SqliteStore(self.conn)
         self.frontier: SqliteFrontier | None = None
@@ -83,6 +86,8 @@ class EmbeddedBackend:
 
     async def seeds_added(self) -> None:
         await self._in_writer(self.store.seeds_added)
+        if self.on_seeds_added is not None:
+            await self._in_writer(self.on_seeds_added)
 
     async def close(self) -> None:
         try:

@@ -26,6 +26,34 @@ CREATE TABLE job_scope_hosts (
 CREATE INDEX jobs_by_state ON jobs (state, created_at);
 """
 
+# The job layer's states and history (jobs/model.py, jobs/postgres.py): `failed`, the
+# times a job started and ended, its seeding flag, a creation order, and every change
+# of state in job_events. Jobs of older versions get what can be known of them.
+JOB_EVENTS = """
+ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check CHECK (
+    state IN ('pending', 'running', 'paused', 'cancelled', 'finished', 'failed'));
+ALTER TABLE jobs
+    ADD COLUMN seq bigserial,
+    ADD COLUMN started_at timestamptz,
+    ADD COLUMN finished_at timestamptz,
+    ADD COLUMN seeding boolean NOT NULL DEFAULT false;
+UPDATE jobs SET started_at = created_at WHERE state <> 'pending';
+UPDATE jobs SET finished_at = updated_at WHERE state IN ('finished', 'cancelled');
+CREATE TABLE job_events (
+    id bigserial PRIMARY KEY,
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    from_state text,                -- NULL: the job's creation
+    to_state text NOT NULL,
+    at double precision NOT NULL,   -- Unix time, PostgreSQL's clock
+    reason text NOT NULL DEFAULT ''
+);
+CREATE INDEX job_events_by_job ON job_events (job_id, id);
+INSERT INTO job_events (job_id, from_state, to_state, at, reason)
+    SELECT id, NULL, state, extract(epoch FROM created_at), 'created before job events'
+    FROM jobs ORDER BY created_at;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -94,6 +122,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # Each job's scope: see SCOPE_HOSTS.
     SCOPE_HOSTS,
+    # 5: job states and events: see JOB_EVENTS.
+    JOB_EVENTS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -56,7 +56,7 @@ log = logging.getLogger("trawler")
 GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an outage
 RECONNECT_TIMEOUT_S = 5.0
 
-JOB_STATES = ("pending", "running", "paused", "cancelled", "finished")
+JOB_STATES = ("pending", "running", "paused", "cancelled", "finished", "failed")
 
 # A row PostgreSQL (or the client's encoding) will not take, e.g. a number out of
 # range: a value of one page. Lost connections and shutdowns are OperationalErrors.
@@ -192,11 +192,8 @@ class PostgresStore:
         job_id = uuid.uuid4().hex[:12]
 
         async def insert() -> None:
-            async with self.pool.connection() as conn:
-                await conn.execute(
-                    "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
-                    (job_id, config.model_dump_json(), state),
-                )
+            async with self.pool.connection() as conn, conn.transaction():
+                await insert_job(conn, job_id, config, state)
 
         await self._call(insert)
         return job_id
@@ -210,10 +207,7 @@ class PostgresStore:
         _check_state(state)
         job_id = uuid.uuid4().hex[:12]
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO jobs (id, config, state) VALUES (%s, %s::jsonb, %s)",
-                (job_id, config.model_dump_json(), state),
-            )
+            await insert_job(conn, job_id, config, state)
             async with conn.cursor() as cur:
                 await cur.executemany(_ADD_SCOPE_HOST, [(job_id, h) for h in scope_hosts])
             yield job_id
@@ -431,6 +425,23 @@ async def _stream(
         await cursor.execute(sql, params)
         async for row in cursor:
             yield row
+
+
+async def insert_job(
+    conn: psycopg.AsyncConnection, job_id: str, config: CrawlConfig, state: str,
+    seeding: bool = False,
+) -> None:  # fmt: skip
+    """A job's row and its creation event (jobs/postgres.py), in the caller's transaction."""
+    await conn.execute(
+        "INSERT INTO jobs (id, config, state, seeding, started_at)"
+        " VALUES (%s, %s::jsonb, %s, %s, CASE WHEN %s THEN now() END)",
+        (job_id, config.model_dump_json(), state, seeding, state == "running"),
+    )
+    await conn.execute(
+        "INSERT INTO job_events (job_id, from_state, to_state, at, reason)"
+        " VALUES (%s, NULL, %s, extract(epoch FROM now()), 'created')",
+        (job_id, state),
+    )
 
 
 def _check_state(state: str) -> None:

@@ -296,8 +296,11 @@ class SqliteStore:
         )
         self.conn.commit()
 
-    def create_job(self, config: CrawlConfig, state: str = "running") -> str:
-        job_id = uuid.uuid4().hex[:12]
+    def create_job(
+        self, config: CrawlConfig, state: str = "running", job_id: str | None = None
+    ) -> str:
+        """The job's row in its own database (``job_id``: its id in the registry, jobs/)."""
+        job_id = job_id or uuid.uuid4().hex[:12]
         now = time.time()
         self.conn.execute(
             "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
