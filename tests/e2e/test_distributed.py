@@ -70,9 +70,12 @@ def live_workers(redis: str, job: str, want: int, timeout_s: float) -> list[dict
 
 
 def wait_all(workers: list[subprocess.Popen[str]], timeout: float = 120) -> None:
+    """Each worker's exit. Their stderr is read meanwhile (``communicate``): a worker
+    logging more than a pipe holds (64 KiB of warnings on a loaded machine) would
+    otherwise block on its write, never exit, and look like a hang."""
     for worker in workers:
-        code = worker.wait(timeout)
-        assert code in (0, -signal.SIGKILL), worker.stderr.read() if worker.stderr else ""
+        _, err = worker.communicate(timeout=timeout)
+        assert worker.returncode in (0, -signal.SIGKILL), err
 
 
 def test_three_workers_share_one_crawl_politely(
