@@ -1,0 +1,65 @@
+"""Full-text search over the jobs' pages: the engine of `trawler search`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from trawler.api.deps import JobService, Service
+from trawler.api.reading import NoCrawlData, job_store, unix
+from trawler.api.routes.jobs import NOT_FOUND
+from trawler.api.schemas import SearchResult, SearchResults
+from trawler.store import search as engine
+
+router = APIRouter(tags=["search"])
+JOBS_SEARCHED_MAX = 1000
+
+
+@router.get("/search", response_model=SearchResults, responses=NOT_FOUND)
+async def search(
+    service: Service,
+    q: Annotated[
+        str, Query(max_length=2000, description='Words (AND), "phrases", -excluded, prefix*.')
+    ],
+    job: Annotated[str | None, Query(description="Only this job's pages [every job's].")] = None,
+    host: Annotated[str | None, Query(description="Only pages of this host (host[:port]).")] = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 10,
+) -> SearchResults:
+    """Best match first; noindex pages and duplicates left out, as `trawler search`."""
+    if job is not None:
+        job_ids = [(await service.get_job(job)).id]
+    else:
+        jobs, _ = await service.list_jobs(None, 0, JOBS_SEARCHED_MAX)
+        job_ids = [info.id for info in jobs]
+    results: list[SearchResult] = []
+    total = 0
+    for job_id in job_ids:
+        found, count = await _search_job(service, job_id, q, limit, host, unix(since), unix(until))
+        results += found
+        total += count
+    results.sort(key=lambda hit: -hit.score)  # scores of one query: comparable enough
+    return SearchResults(results=results[:limit], total=total)
+
+
+async def _search_job(
+    service: JobService, job_id: str, q: str, limit: int, host: str | None,
+    since: float | None, until: float | None,
+) -> tuple[list[SearchResult], int]:  # fmt: skip
+    from starlette.concurrency import run_in_threadpool
+
+    def run() -> tuple[list[SearchResult], int]:
+        try:
+            with job_store(service, job_id) as conn:
+                hits = engine.search(conn, q, limit, host, since, until)
+                count = engine.count_matches(conn, q, host, since, until)
+        except (NoCrawlData, engine.SearchIndexMissing):
+            return [], 0  # nothing stored yet, or nothing searchable
+        found = [SearchResult(url=h.url, title=h.title, snippet=h.snippet, fetched_at=h.fetched_at,
+                              host=h.host, score=h.score, job=job_id) for h in hits]  # fmt: skip
+        return found, count
+
+    return await run_in_threadpool(run)
