@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trawler import __version__
 from trawler.api.deps import (
@@ -66,6 +68,13 @@ def _add_error_handlers(app: FastAPI) -> None:
         where = ".".join(str(part) for part in first["loc"][1:] or first["loc"]) or "request"
         body = {"error": f"invalid {where}: {first['msg']}", "detail": errors}
         return JSONResponse(body, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400:  # FastAPI's word for a body it cannot decode (not UTF-8)
+            error = {"loc": ["body"], "msg": str(exc.detail), "type": "body_unreadable"}
+            return JSONResponse({"error": f"invalid body: {exc.detail}", "detail": [error]}, 422)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(UnknownJob)
     async def unknown(_request: Request, exc: UnknownJob) -> JSONResponse:

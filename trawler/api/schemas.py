@@ -180,7 +180,7 @@ class UrlReport(BaseModel):
     url: str  # the normalised form
     job: str
     host: str
-    state: str  # queued, done, skipped, dead
+    state: str  # queued, done, skipped, dead; unseen: never queued (a link turned away)
     depth: int | None
     skip_reason: str | None
     kind: str | None

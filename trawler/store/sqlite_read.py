@@ -151,8 +151,10 @@ def robots_verdict(conn: sqlite3.Connection, url: str, token: str) -> dict | Non
     }  # fmt: skip
 
 
-def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict | None:
-    """What the job knows of one normalised URL; None if it never saw it."""
+def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict:
+    """What the job knows of one normalised URL. One it never queued is ``unseen``: a
+    link robots.txt or the scope turned away is not kept, but the robots.txt verdict
+    still says why."""
     host = host_key(url)
     known = conn.execute(
         "SELECT state, depth, reason, attempts, kind, parent_url FROM urls"
@@ -163,8 +165,6 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict | None:
         "SELECT status, content_sha256, links_count, error, fetched_at FROM pages WHERE url = ?",
         (url,),
     ).fetchone()
-    if known is None and page is None:
-        return None
     history = conn.execute(
         "SELECT attempt, started_at, duration_s, status, error, decision FROM fetch_attempts"
         " WHERE url = ? ORDER BY id",
@@ -175,7 +175,7 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict | None:
     discovered = _scalar(conn, "SELECT count(*) FROM urls WHERE parent_url = ?", (url,))
     return {
         "url": url, "host": host,
-        "state": URL_STATES.get(known[0], "unknown") if known else "done",
+        "state": URL_STATES.get(known[0], "unknown") if known else "done" if page else "unseen",
         "depth": known[1] if known else None, "skip_reason": known[2] if known else None,
         "kind": known[4] if known else None, "parent_url": known[5] if known else None,
         "status": page[0] if page else None, "content_sha256": page[1] if page else None,
@@ -298,9 +298,11 @@ def metric_numbers(conn: sqlite3.Connection) -> dict:
             "SELECT (status / 100) || 'xx', count(*) FROM pages WHERE status IS NOT NULL GROUP BY 1"
         ),
         "errors": grouped(f"SELECT error, count(*) FROM pages WHERE {_FAILED} GROUP BY 1"),
+        # Links turned away when found (a counter) and URLs skipped when their turn came.
         "robots_denied": _scalar(
-            conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"
-        ),
+            conn, "SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'rejected.robots'"
+        )
+        + _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"),
         "frontier": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
         "active_hosts": _scalar(conn, "SELECT count(*) FROM host_queues WHERE queued > 0"),
     }

@@ -40,15 +40,13 @@ async def url_report(
         raise HTTPException(404, f"not an http(s) URL: {url[:200]!r}")
     job_id = await _job_id(service, job)
 
-    def read() -> dict | None:
+    def read() -> dict:
         with job_store(service, job_id) as conn:
             stored = sqlite_read.stored_job(conn)
             token = stored.config.robots_token if stored else ""
             return sqlite_read.url_report(conn, normalised, token)
 
     report = await run_in_threadpool(read)
-    if report is None:
-        raise HTTPException(404, f"job {job_id} has not seen {normalised}")
     return UrlReport(job=job_id, **report)
 
 
