@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from trawler.api.deps import JobControlUnavailable, StoreUnavailable
+from trawler.api.sqlitereader import SqliteJobReader
 from trawler.config import CrawlConfig
 from trawler.jobs.model import JobInfo, JobState, UnknownJob, check_transition
 from trawler.store import sqlite_read
@@ -82,11 +83,11 @@ class DataDirJobs:
         check_transition(job_id, job.state, wanted)
         raise JobControlUnavailable(NO_RUNNER)
 
-    def data_dir(self, job_id: str) -> Path:
+    def reader(self, job_id: str) -> SqliteJobReader:
         job = self._read()
         if job is None or job.id != job_id:
             raise UnknownJob(job_id)
-        return self.data
+        return SqliteJobReader.open(self.data, job_id)
 
     async def check(self) -> None:
         await asyncio.to_thread(self._read)

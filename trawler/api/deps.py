@@ -2,25 +2,29 @@
 protocol the API drives jobs through (``JobService``).
 
 ``JobService`` is deliberately small so that the job store and the job runner can
-be plugged in behind it: every route reaches jobs through these methods and reads
-a job's crawl data from the directory ``data_dir`` names (the embedded layout:
-``trawler.db``, WARC files). ``DataDirJobs`` (datadir.py) backs it with today's
-layout, one job per data directory, and has no runner: its job-control methods
-validate the transition, then raise ``JobControlUnavailable`` (501).
+be plugged in behind it: every route reaches jobs through its methods, and a
+job's stored data through the ``JobReader`` its ``reader`` opens
+(``SqliteJobReader`` for the embedded layout: sqlitereader.py). ``DataDirJobs``
+(datadir.py) backs it with today's layout, one job per data directory, and has
+no runner: its job-control methods validate the transition, then raise
+``JobControlUnavailable`` (501).
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Protocol
+from datetime import UTC, datetime
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from trawler.config import CrawlConfig
-from trawler.jobs.model import JobInfo, JobState
+from trawler.jobs.model import JobInfo, JobState, UnknownJob
+from trawler.store.search import SearchHit
+from trawler.store.sqlite_read import PageFilter
 
 
 class JobControlUnavailable(RuntimeError):
@@ -29,6 +33,51 @@ class JobControlUnavailable(RuntimeError):
 
 class StoreUnavailable(RuntimeError):
     """The job store cannot be read (the API answers 503); the message says why."""
+
+
+class NoCrawlData(UnknownJob):
+    """The job exists but has stored nothing yet (the API: 404)."""
+
+
+class JobReader(Protocol):
+    """One job's stored data, for one request; a context manager that closes it.
+    Blocking: routes call it on a worker thread."""
+
+    def __enter__(self) -> JobReader: ...
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
+        """The rows of `trawler export`, streamed (reading stops at ``close``)."""
+
+    def pages(self, wanted: PageFilter, offset: int, limit: int) -> tuple[list[dict], int]:
+        """Export rows ``wanted`` keeps, in commit order, and how many match in all."""
+
+    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
+        """The latest failed fetches, newest first; the count of each error code."""
+
+    def search(
+        self, query: str, limit: int, host: str | None, since: float | None, until: float | None
+    ) -> tuple[list[SearchHit], int]:
+        """The engine of `trawler search`: the best hits, and how many match in all."""
+
+    def url_report(self, url: str) -> dict:
+        """State, fetch history, robots.txt verdict and link counts of a normalised URL."""
+
+    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]: ...
+
+    def host_report(self, host: str) -> dict | None: ...
+
+    def activity(self, now: float) -> dict:
+        """Throughput, errors of the last hour, storage, queue (sqlite_read.activity)."""
+
+    def per_second(self, start: float, end: float) -> list[tuple]:
+        """(second, status class, failed, pages) rows for [start, end)."""
+
+    def metric_numbers(self, bounds: tuple[float, ...]) -> tuple[dict, list, float, int]:
+        """Totals for /metrics, and the fetch-duration histogram at ``bounds``."""
 
 
 class JobService(Protocol):
@@ -47,8 +96,9 @@ class JobService(Protocol):
         """Pause (PAUSED), resume (RUNNING) or cancel (CANCELLED) a job;
         ``InvalidTransition`` when its state does not allow it."""
 
-    def data_dir(self, job_id: str) -> Path:
-        """The directory holding the job's crawl data; ``UnknownJob`` if none."""
+    def reader(self, job_id: str) -> JobReader:
+        """The job's stored data; ``UnknownJob`` if there is no such job, ``NoCrawlData``
+        if it stored nothing yet, ``StoreUnavailable`` if it cannot be read."""
 
     async def check(self) -> None:
         """Raise ``StoreUnavailable`` unless the job store answers."""
@@ -91,3 +141,12 @@ def require_token(
 
 Service = Annotated[JobService, Depends(get_service)]
 Settings = Annotated[ApiSettings, Depends(get_settings)]
+
+
+def unix(moment: datetime | None) -> float | None:
+    """A query's date as Unix time (a date without a zone is UTC, as `trawler search`)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()

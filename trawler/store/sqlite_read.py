@@ -65,17 +65,26 @@ def stored_job(conn: sqlite3.Connection) -> StoredJob | None:
 
 
 def job_counts(conn: sqlite3.Connection) -> dict[str, float]:
-    """pages_crawled, urls_queued, errors, pages_per_s (over the last minute fetched)."""
-    last = conn.execute("SELECT max(fetched_at) FROM pages").fetchone()[0]
-    recent = 0.0
-    if last is not None:
-        recent = _scalar(conn, "SELECT count(*) FROM pages WHERE fetched_at > ?", (last - 60,))
+    """pages_crawled, urls_queued, errors, pages_per_s: the pace over the last minute
+    of fetching (up to the last page stored; over less when it began less long ago)."""
     return {
         "pages_crawled": _scalar(conn, "SELECT count(*) FROM pages"),
         "urls_queued": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
         "errors": _scalar(conn, f"SELECT count(*) FROM pages WHERE {_FAILED}"),
-        "pages_per_s": round(recent / 60, 3),
+        "pages_per_s": recent_pace(conn, 60.0),
     }
+
+
+def recent_pace(conn: sqlite3.Connection, window_s: float) -> float:
+    """Pages a second over the last ``window_s`` of fetching; 0 below two pages."""
+    last = conn.execute("SELECT max(fetched_at) FROM pages").fetchone()[0]
+    if last is None:
+        return 0.0
+    count, first = conn.execute(
+        "SELECT count(*), min(fetched_at) FROM pages WHERE fetched_at > ?", (last - window_s,)
+    ).fetchone()
+    span = last - first
+    return round((count - 1) / span, 3) if count > 1 and span > 0 else 0.0
 
 
 def _page_where(f: PageFilter) -> tuple[str, list]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -10,10 +9,9 @@ from typing import TypeVar
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from trawler.api.deps import JobService, Service
-from trawler.api.reading import NoCrawlData, job_store
+from trawler.api.deps import JobReader, JobService, Service
 from trawler.api.schemas import AdminStats, Throughput, Timeseries, Worker
-from trawler.store import sqlite_read
+from trawler.jobs.model import UnknownJob
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 JOBS_MAX = 10_000
@@ -30,16 +28,14 @@ async def _all_job_ids(service: JobService) -> tuple[list[str], dict[str, int]]:
     return [job.id for job in jobs], states
 
 
-def _each_store(
-    service: JobService, job_ids: list[str], read: Callable[[sqlite3.Connection], T]
-) -> list[T]:
-    """``read(conn)`` on every job that has stored something."""
+def each_job(service: JobService, job_ids: list[str], read: Callable[[JobReader], T]) -> list[T]:
+    """``read(reader)`` on every job that has stored something."""
     found = []
     for job_id in job_ids:
         try:
-            with job_store(service, job_id) as conn:
-                found.append(read(conn))
-        except NoCrawlData:
+            with service.reader(job_id) as reader:
+                found.append(read(reader))
+        except UnknownJob:  # nothing stored yet (NoCrawlData), or gone since listed
             continue
     return found
 
@@ -49,9 +45,7 @@ async def stats(service: Service) -> AdminStats:
     """Workers, queue, throughput now and over 1 and 5 minutes, errors of the last hour, storage."""
     job_ids, states = await _all_job_ids(service)
     now = time.time()
-    parts = await run_in_threadpool(
-        _each_store, service, job_ids, lambda conn: sqlite_read.activity(conn, now)
-    )
+    parts = await run_in_threadpool(each_job, service, job_ids, lambda reader: reader.activity(now))
     workers = await service.workers()
     total = {"now": 0.0, "last_1m": 0.0, "last_5m": 0.0}
     sums = {"pending": 0, "visited": 0, "pages": 0, "bytes": 0, "last_hour": 0,
@@ -82,7 +76,7 @@ async def timeseries(service: Service) -> Timeseries:
     end = int(time.time()) + 1
     start = end - SERIES_S
     parts = await run_in_threadpool(
-        _each_store, service, job_ids, lambda conn: sqlite_read.per_second(conn, start, end)
+        each_job, service, job_ids, lambda reader: reader.per_second(start, end)
     )
     pages = [0] * SERIES_S
     errors = [0] * SERIES_S

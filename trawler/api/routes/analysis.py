@@ -7,12 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
-from trawler.api.deps import Service
-from trawler.api.reading import NoCrawlData, job_store
+from trawler.api.deps import NoCrawlData, Service
 from trawler.api.routes.jobs import NOT_FOUND
 from trawler.api.schemas import HostList, HostReport, HostRow, UrlReport
 from trawler.jobs.model import UnknownJob
-from trawler.store import sqlite_read
 from trawler.urls import normalise
 
 router = APIRouter(tags=["analysis"])
@@ -41,10 +39,8 @@ async def url_report(
     job_id = await _job_id(service, job)
 
     def read() -> dict:
-        with job_store(service, job_id) as conn:
-            stored = sqlite_read.stored_job(conn)
-            token = stored.config.robots_token if stored else ""
-            return sqlite_read.url_report(conn, normalised, token)
+        with service.reader(job_id) as reader:
+            return reader.url_report(normalised)
 
     report = await run_in_threadpool(read)
     return UrlReport(job=job_id, **report)
@@ -67,8 +63,8 @@ async def hosts(
 
     def read() -> tuple[list[dict], int]:
         try:
-            with job_store(service, job_id) as conn:
-                return sqlite_read.host_rows(conn, offset, limit)
+            with service.reader(job_id) as reader:
+                return reader.hosts(offset, limit)
         except NoCrawlData:
             return [], 0
 
@@ -83,11 +79,8 @@ async def host_report(host: str, service: Service, job: JobParam = None) -> Host
     job_id = await _job_id(service, job)
 
     def read() -> dict | None:
-        with job_store(service, job_id) as conn:
-            stored = sqlite_read.stored_job(conn)
-            if stored is None:
-                return None
-            return sqlite_read.host_report(conn, host, stored.config)
+        with service.reader(job_id) as reader:
+            return reader.host_report(host)
 
     report = await run_in_threadpool(read)
     if report is None:

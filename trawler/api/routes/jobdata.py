@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
@@ -12,14 +11,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from trawler.api.deps import Service
-from trawler.api.reading import job_store, open_job_store, unix
+from trawler.api.deps import JobReader, Service, unix
 from trawler.api.routes.jobs import NOT_FOUND
 from trawler.api.schemas import ErrorList, ErrorRow, PageList, PageRow, Responses
 from trawler.export import RowWriter
 from trawler.store import sqlite_read
 from trawler.store.kinds import DEFAULT_EXPORT_KINDS, parse_kinds
-from trawler.store.sqlite import iter_pages
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["job data"])
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
@@ -56,20 +53,20 @@ def export(
 ) -> StreamingResponse:
     """The job's rows as JSON lines or CSV: the same rows as `trawler export`."""
     kinds = parse_kinds(",".join(kind)) if kind else DEFAULT_EXPORT_KINDS
-    conn = open_job_store(service, job_id)  # before the answer starts: 404 stays a 404
-    rows = _export_chunks(conn, format.value, include_noindex, kinds)
+    reader = service.reader(job_id)  # before the answer starts: a 404 stays a 404
+    rows = _export_chunks(reader, format.value, include_noindex, kinds)
     return StreamingResponse(rows, media_type=MEDIA_TYPES[format.value])
 
 
 def _export_chunks(
-    conn: sqlite3.Connection, fmt: str, include_noindex: bool, kinds: frozenset[str]
+    reader: JobReader, fmt: str, include_noindex: bool, kinds: frozenset[str]
 ) -> Iterator[str]:
     """The export in pieces of about CHUNK_CHARS; memory stays flat (Starlette runs a
     plain generator on a worker thread, so the reads do not block the loop)."""
     buffer = io.StringIO()
     writer = RowWriter(buffer, fmt)
     try:
-        for row in iter_pages(conn, include_noindex, kinds):
+        for row in reader.export_rows(include_noindex, kinds):
             writer.write(row)
             if buffer.tell() >= CHUNK_CHARS:
                 yield buffer.getvalue()
@@ -77,7 +74,7 @@ def _export_chunks(
                 buffer.truncate()
         yield buffer.getvalue()
     finally:
-        conn.close()
+        reader.close()
 
 
 @router.get("/pages", response_model=PageList, responses=NOT_FOUND)
@@ -97,8 +94,8 @@ def pages(
     wanted = sqlite_read.PageFilter(
         host, status, kind.value if kind else None, failed, unix(since), unix(until)
     )
-    with job_store(service, job_id) as conn:
-        rows, total = sqlite_read.page_rows(conn, wanted, offset, limit)
+    with service.reader(job_id) as reader:
+        rows, total = reader.pages(wanted, offset, limit)
     return PageList(pages=[PageRow(**row) for row in rows], total=total, offset=offset, limit=limit)
 
 
@@ -107,8 +104,8 @@ def errors(
     job_id: str, service: Service, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
 ) -> ErrorList:
     """The latest failed fetches, newest first, and the count of each error code."""
-    with job_store(service, job_id) as conn:
-        latest, by_code = sqlite_read.error_rows(conn, limit)
+    with service.reader(job_id) as reader:
+        latest, by_code = reader.errors(limit)
     return ErrorList(
         errors=[ErrorRow(**row) for row in latest], by_code=by_code, total=sum(by_code.values())
     )

@@ -7,11 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from trawler.api.deps import JobService, Service
-from trawler.api.reading import NoCrawlData, job_store, unix
+from trawler.api.deps import JobService, NoCrawlData, Service, unix
 from trawler.api.routes.jobs import NOT_FOUND
 from trawler.api.schemas import SearchResult, SearchResults
-from trawler.store import search as engine
 
 router = APIRouter(tags=["search"])
 JOBS_SEARCHED_MAX = 1000
@@ -53,11 +51,10 @@ async def _search_job(
 
     def run() -> tuple[list[SearchResult], int]:
         try:
-            with job_store(service, job_id) as conn:
-                hits = engine.search(conn, q, limit, host, since, until)
-                count = engine.count_matches(conn, q, host, since, until)
-        except (NoCrawlData, engine.SearchIndexMissing):
-            return [], 0  # nothing stored yet, or nothing searchable
+            with service.reader(job_id) as reader:
+                hits, count = reader.search(q, limit, host, since, until)
+        except NoCrawlData:
+            return [], 0  # nothing stored yet
         found = [SearchResult(url=h.url, title=h.title, snippet=h.snippet, fetched_at=h.fetched_at,
                               host=h.host, score=h.score, job=job_id) for h in hits]  # fmt: skip
         return found, count

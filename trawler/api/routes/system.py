@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -11,9 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from trawler.api.deps import JobService, Service, StoreUnavailable
 from trawler.api.metrics import LATENCY_BOUNDS_S, JobNumbers, render
-from trawler.api.reading import NoCrawlData, job_store
 from trawler.api.schemas import Health
-from trawler.store import sqlite_read
+from trawler.jobs.model import UnknownJob
 
 router = APIRouter(tags=["service"])
 JOBS_MAX = 10_000
@@ -59,10 +56,9 @@ def _read_numbers(service: JobService, states: dict[str, str]) -> list[JobNumber
     numbers = []
     for job_id, state in states.items():
         try:
-            with job_store(service, job_id) as conn:
-                totals = sqlite_read.metric_numbers(conn)
-                buckets, total_s, count = sqlite_read.fetch_durations(conn, LATENCY_BOUNDS_S)
-        except (NoCrawlData, StoreUnavailable, sqlite3.Error):
+            with service.reader(job_id) as reader:
+                totals, buckets, total_s, count = reader.metric_numbers(LATENCY_BOUNDS_S)
+        except (UnknownJob, StoreUnavailable):  # gone since listed, nothing stored, unreadable
             continue  # /health says why; the other jobs are still worth a scrape
         numbers.append(JobNumbers(job_id, state, totals, buckets, total_s, count))
     return numbers
