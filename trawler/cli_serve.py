@@ -18,6 +18,8 @@ import typer
 
 from trawler.cli_common import DEFAULT_DATA, EXIT_FAILED, DataOpt, fail
 
+MAX_REQUEST_HEAD_BYTES = 256 * 1024
+
 
 def register(app: typer.Typer) -> None:
     app.command()(serve)
@@ -60,7 +62,12 @@ def serve(
     bound = sock.getsockname()
     where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     typer.echo(f"listening on http://{where}:{bound[1]} (data: {data})", err=True)
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off", http="h11",
+        # A request head may be this long: the longest query the schema allows (an
+        # 8,192-character URL, each character percent-encoded UTF-8) fits.
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )  # fmt: skip
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -153,6 +153,9 @@ def test_url_report_tells_state_history_and_the_robots_rule(
     assert missing["inbound_links"] == 1 and missing["parent_url"] == base + "/"
     boom = client_get(server, "/api/v1/urls", {"url": base + "/boom"})
     assert boom["state"] == "dead" and [f["status"] for f in boom["fetches"]] == [500]
+    with server.client() as client:
+        answer = client.get("/api/v1/urls", params={"url": "mailto:someone@example.com"})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "url"]
 
 
 def test_hosts_show_counts_and_politeness(server: ServeProcess, crawled: tuple[Path, str]) -> None:

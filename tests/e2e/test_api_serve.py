@@ -166,8 +166,11 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
     cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
            f"{server.base}/openapi.json", "-H", f"Authorization: Bearer {server.token}",
            "--checks", checks, "--max-examples", "25", "--workers", "1", "--seed", "12",
-           "--phases", "examples,coverage,fuzzing", "--request-timeout", "20"]  # fmt: skip
+           "--phases", "examples,coverage,fuzzing", "--request-timeout", "20",
+           # Hypothesis' own speed checks judge the machine's load, not the API.
+           "--suppress-health-check", "all"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    assert "18 passed" in out.stdout or " passed" in out.stdout
+    report = "\n".join(line[:300] for line in out.stdout.splitlines() if "━" not in line)
+    assert out.returncode == 0, report[-8000:] + out.stderr[-2000:]
+    assert "1 failed" not in out.stdout and " passed" in out.stdout
     assert "Traceback" not in server.log()

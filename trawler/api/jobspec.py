@@ -28,6 +28,10 @@ def invalid(loc: tuple, message: str, kind: str = "value_error") -> RequestValid
     return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": kind}])
 
 
+def invalid_query(name: str, message: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
+
+
 def job_config(body: JobRequest, server_allows_private: bool) -> CrawlConfig:
     """The job's config from the options given (defaults for the rest)."""
     if body.allow_private and not server_allows_private:

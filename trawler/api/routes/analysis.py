@@ -8,13 +8,14 @@ from fastapi import APIRouter, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
 from trawler.api.deps import NoCrawlData, Service
+from trawler.api.jobspec import invalid_query
 from trawler.api.routes.jobs import NOT_FOUND
 from trawler.api.schemas import HostList, HostReport, HostRow, UrlReport
 from trawler.jobs.model import UnknownJob
 from trawler.urls import normalise
 
 router = APIRouter(tags=["analysis"])
-JobParam = Annotated[str | None, Query(description="The job [the newest].")]
+JobParam = Annotated[str | None, Query(max_length=200, description="The job [the newest].")]
 
 
 async def _job_id(service: Service, job: str | None) -> str:
@@ -35,7 +36,7 @@ async def url_report(
     """Its normalised form, state, fetch history, robots.txt verdict and link counts."""
     normalised = normalise(url)
     if normalised is None:
-        raise HTTPException(404, f"not an http(s) URL: {url[:200]!r}")
+        raise invalid_query("url", f"not an http(s) URL: {url[:200]!r}")
     job_id = await _job_id(service, job)
 
     def read() -> dict:

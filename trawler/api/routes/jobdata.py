@@ -81,7 +81,7 @@ def _export_chunks(
 def pages(
     job_id: str,
     service: Service,
-    host: str | None = None,
+    host: Annotated[str | None, Query(max_length=1000)] = None,
     status: Annotated[int | None, Query(ge=100, le=999)] = None,
     kind: Kind | None = None,
     failed: Annotated[bool | None, Query(description="true: fetch errors only.")] = None,

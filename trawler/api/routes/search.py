@@ -21,8 +21,8 @@ async def search(
     q: Annotated[
         str, Query(max_length=2000, description='Words (AND), "phrases", -excluded, prefix*.')
     ],
-    job: Annotated[str | None, Query(description="Only this job's pages [every job's].")] = None,
-    host: Annotated[str | None, Query(description="Only pages of this host (host[:port]).")] = None,
+    job: Annotated[str | None, Query(max_length=200, description="Only this job [all].")] = None,
+    host: Annotated[str | None, Query(max_length=1000, description="host[:port] only.")] = None,
     since: datetime | None = None,
     until: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10,
