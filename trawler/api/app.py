@@ -22,10 +22,12 @@ from trawler.api.deps import (
     ApiSettings,
     JobControlUnavailable,
     JobService,
+    NoRunner,
+    OperatorControls,
     StoreUnavailable,
     require_token,
 )
-from trawler.api.routes import admin, analysis, jobdata, jobs, search, system
+from trawler.api.routes import admin, analysis, controls, jobdata, jobs, search, system
 from trawler.api.schemas import Invalid, Problem
 from trawler.jobs.model import InvalidTransition, UnknownJob
 
@@ -38,7 +40,9 @@ COMMON_ERRORS: dict[int | str, dict] = {
 }
 
 
-def create_app(service: JobService, settings: ApiSettings) -> FastAPI:
+def create_app(
+    service: JobService, settings: ApiSettings, operations: OperatorControls | None = None
+) -> FastAPI:
     app = FastAPI(
         title="Trawler",
         version=__version__,
@@ -46,9 +50,10 @@ def create_app(service: JobService, settings: ApiSettings) -> FastAPI:
     )
     app.state.service = service
     app.state.settings = settings
+    app.state.operations = operations if operations is not None else NoRunner()
     v1 = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)],
                    responses=COMMON_ERRORS)  # fmt: skip
-    for module in (jobs, jobdata, search, analysis, admin):
+    for module in (jobs, jobdata, search, analysis, admin, controls):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(system.router, responses={503: COMMON_ERRORS[503]})

@@ -107,6 +107,53 @@ class JobService(Protocol):
         """The processes crawling: id, state, current_url, pages, uptime_s, last_heartbeat."""
 
 
+class OperatorControls(Protocol):
+    """Process-wide controls over every job: the domain blocklist and live politeness
+    (the job runner's). Without a runner, each raises ``JobControlUnavailable``."""
+
+    def blocklist(self) -> list[dict]:
+        """Entries: domain, reason, added_at (Unix time)."""
+
+    def block(self, domain: str, reason: str) -> dict:
+        """Block ``domain`` and its subdomains at once (queued URLs and new links);
+        ValueError (one line) for a name that is no domain."""
+
+    def unblock(self, domain: str) -> bool:
+        """False when ``domain`` was not blocked."""
+
+    def politeness(self) -> dict:
+        """delay, max_crawl_delay, concurrency: each None while jobs keep their own."""
+
+    def set_politeness(
+        self, delay: float | None, max_crawl_delay: float | None, concurrency: int | None
+    ) -> dict:
+        """Apply to every running job at once, without restarting it."""
+
+
+class NoRunner:
+    """``OperatorControls`` of a server without a job runner: 501 for each."""
+
+    def _unavailable(self) -> JobControlUnavailable:
+        return JobControlUnavailable("this server has no job runner to apply it to")
+
+    def blocklist(self) -> list[dict]:
+        raise self._unavailable()
+
+    def block(self, domain: str, reason: str) -> dict:
+        raise self._unavailable()
+
+    def unblock(self, domain: str) -> bool:
+        raise self._unavailable()
+
+    def politeness(self) -> dict:
+        raise self._unavailable()
+
+    def set_politeness(
+        self, delay: float | None, max_crawl_delay: float | None, concurrency: int | None
+    ) -> dict:
+        raise self._unavailable()
+
+
 @dataclass(slots=True, frozen=True)
 class ApiSettings:
     token: str  # every /api/v1 request must carry "Authorization: Bearer <token>"
@@ -115,6 +162,10 @@ class ApiSettings:
 
 def get_service(request: Request) -> JobService:
     return request.app.state.service
+
+
+def get_operations(request: Request) -> OperatorControls:
+    return request.app.state.operations
 
 
 def get_settings(request: Request) -> ApiSettings:
@@ -141,6 +192,7 @@ def require_token(
 
 Service = Annotated[JobService, Depends(get_service)]
 Settings = Annotated[ApiSettings, Depends(get_settings)]
+Operations = Annotated[OperatorControls, Depends(get_operations)]
 
 
 def unix(moment: datetime | None) -> float | None:

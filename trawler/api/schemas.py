@@ -271,3 +271,27 @@ class Worker(BaseModel):
     pages: int = 0
     uptime_s: float = 0.0
     last_heartbeat: float | None = None
+
+
+class BlockRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str = Field(min_length=1, max_length=300)
+    reason: str = Field(default="", max_length=1000)
+
+
+class BlockedDomain(BaseModel):
+    domain: str
+    reason: str
+    added_at: float
+
+
+class PolitenessSettings(BaseModel):
+    """Each field, while set, overrides the same option of every job; null: jobs keep
+    their own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay: float | None = Field(default=None, ge=0, le=86_400)
+    max_crawl_delay: float | None = Field(default=None, ge=0, le=86_400)
+    concurrency: int | None = Field(default=None, ge=1, le=100_000)
