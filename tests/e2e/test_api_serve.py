@@ -176,7 +176,8 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
            "--phases", "examples,coverage,fuzzing", "--request-timeout", "20",
            # Hypothesis' own speed checks judge the machine's load, not the API.
            "--suppress-health-check", "all"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    # In tmp_path: schemathesis keeps a cache of crashes in its working directory.
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
     report = "\n".join(line[:300] for line in out.stdout.splitlines() if "━" not in line)
     assert out.returncode == 0, report[-8000:] + out.stderr[-2000:]
     assert "1 failed" not in out.stdout and " passed" in out.stdout
