@@ -1,13 +1,17 @@
-"""What the routes depend on: the settings, the bearer token check, and the one
-protocol the API drives jobs through (``JobService``).
+"""What the routes depend on: the settings, the bearer token check, and the
+protocols the API reaches jobs through, kept small so that the job store and the
+job runner plug in behind them:
 
-``JobService`` is deliberately small so that the job store and the job runner can
-be plugged in behind it: every route reaches jobs through its methods, and a
-job's stored data through the ``JobReader`` its ``reader`` opens
-(``SqliteJobReader`` for the embedded layout: sqlitereader.py). ``DataDirJobs``
-(datadir.py) backs it with today's layout, one job per data directory, and has
-no runner: its job-control methods validate the transition, then raise
-``JobControlUnavailable`` (501).
+- ``JobService``: list, show, create, pause/resume/cancel jobs, open a job's
+  ``JobReader``, check the store, list workers;
+- ``JobReader``: one job's stored data (``SqliteJobReader`` for the embedded
+  layout: sqlitereader.py, calling the store's own read functions);
+- ``OperatorControls``: the blocklist and live politeness (the runner's).
+
+``DataDirJobs`` (datadir.py) backs ``JobService`` with today's layout, one job
+per data directory, and has no runner: its job-control methods validate the
+transition, then raise ``JobControlUnavailable`` (501); ``NoRunner`` does the same
+for ``OperatorControls``.
 """
 
 from __future__ import annotations
