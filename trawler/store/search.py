@@ -237,6 +237,19 @@ def _ranked(
     until: float | None,
 ) -> list[tuple]:
     """(rowid, url, title, bm25, host, fetched_at) of the best matches, best first."""
+    where, values = _matching(match, host, since, until)
+    # Snippets are not made here: SQLite would make one for every match before the LIMIT.
+    return conn.execute(
+        f"SELECT pages.id, pages.url, pages.title, {_BM25} AS bm25_score,"
+        f" pages.host, pages.fetched_at {where} ORDER BY bm25_score LIMIT ?",
+        (*values, limit),
+    ).fetchall()
+
+
+def _matching(
+    match: str, host: str | None, since: float | None, until: float | None
+) -> tuple[str, list[str | float]]:
+    """FROM and WHERE of the pages a result list may show, and their values."""
     filters: list[str] = []
     values: list[str | float] = []
     for sql, value in (("host = ?", host), ("fetched_at >= ?", since), ("fetched_at < ?", until)):
@@ -245,15 +258,30 @@ def _ranked(
             values.append(value)
     where = "".join(filters)
     shadowed = _NOT_SHADOWED.format(filters=where.format(table="original"))
-    # Snippets are not made here: SQLite would make one for every match before the LIMIT.
-    return conn.execute(
-        f"SELECT pages.id, pages.url, pages.title, {_BM25} AS bm25_score,"
-        " pages.host, pages.fetched_at"
-        " FROM pages_fts JOIN pages ON pages.id = pages_fts.rowid"
-        f" WHERE pages_fts MATCH ? AND {_SEARCHABLE}{shadowed}"
-        f"{where.format(table='pages')} ORDER BY bm25_score LIMIT ?",
-        (match, *values, match, *values, limit),
-    ).fetchall()
+    sql = (
+        "FROM pages_fts JOIN pages ON pages.id = pages_fts.rowid"
+        f" WHERE pages_fts MATCH ? AND {_SEARCHABLE}{shadowed}{where.format(table='pages')}"
+    )
+    return sql, [match, *values, match, *values]
+
+
+def count_matches(
+    conn: sqlite3.Connection,
+    query: str,
+    host: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    *,
+    raw: bool = False,
+) -> int:
+    """How many pages ``search`` would list for ``query`` with no limit."""
+    if not _has_search_index(conn):
+        raise SearchIndexMissing("no search index in this database (pages_fts)")
+    match = _checked_raw(conn, query) if raw else to_fts_query(query)
+    if not match:
+        return 0
+    where, values = _matching(match, host, since, until)
+    return conn.execute(f"SELECT count(*) {where}", values).fetchone()[0]
 
 
 def _snippets(conn: sqlite3.Connection, match: str, rowids: list[int]) -> dict[int, str]:

@@ -1,0 +1,111 @@
+"""A job's stored rows: the export (streamed), pages (filtered, paginated), errors."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from trawler.api.deps import JobReader, Service, unix
+from trawler.api.routes.jobs import NOT_FOUND
+from trawler.api.schemas import ErrorList, ErrorRow, PageList, PageRow, Responses
+from trawler.export import RowWriter
+from trawler.store import sqlite_read
+from trawler.store.kinds import DEFAULT_EXPORT_KINDS, parse_kinds
+
+router = APIRouter(prefix="/jobs/{job_id}", tags=["job data"])
+MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
+CHUNK_CHARS = 64 * 1024  # what the stream sends at a time
+
+
+class Format(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+class Kind(StrEnum):
+    page = "page"
+    sitemap = "sitemap"
+    robots = "robots"
+
+
+EXPORTED: Responses = {
+    200: {
+        "description": "The rows of `trawler export`, streamed",
+        "content": {media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()},
+    },
+    **NOT_FOUND,
+}
+
+
+@router.get("/export", response_class=StreamingResponse, responses=EXPORTED)
+def export(
+    job_id: str,
+    service: Service,
+    format: Format = Format.jsonl,
+    kind: Annotated[list[Kind] | None, Query(description="Kinds of rows [page, sitemap].")] = None,
+    include_noindex: bool = False,
+) -> StreamingResponse:
+    """The job's rows as JSON lines or CSV: the same rows as `trawler export`."""
+    kinds = parse_kinds(",".join(kind)) if kind else DEFAULT_EXPORT_KINDS
+    reader = service.reader(job_id)  # before the answer starts: a 404 stays a 404
+    rows = _export_chunks(reader, format.value, include_noindex, kinds)
+    return StreamingResponse(rows, media_type=MEDIA_TYPES[format.value])
+
+
+def _export_chunks(
+    reader: JobReader, fmt: str, include_noindex: bool, kinds: frozenset[str]
+) -> Iterator[str]:
+    """The export in pieces of about CHUNK_CHARS; memory stays flat (Starlette runs a
+    plain generator on a worker thread, so the reads do not block the loop)."""
+    buffer = io.StringIO()
+    writer = RowWriter(buffer, fmt)
+    try:
+        for row in reader.export_rows(include_noindex, kinds):
+            writer.write(row)
+            if buffer.tell() >= CHUNK_CHARS:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue()
+    finally:
+        reader.close()
+
+
+@router.get("/pages", response_model=PageList, responses=NOT_FOUND)
+def pages(
+    job_id: str,
+    service: Service,
+    host: Annotated[str | None, Query(max_length=1000)] = None,
+    status: Annotated[int | None, Query(ge=100, le=999)] = None,
+    kind: Kind | None = None,
+    failed: Annotated[bool | None, Query(description="true: fetch errors only.")] = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=sqlite_read.PAGE_ROWS_MAX)] = 100,
+) -> PageList:
+    """The job's stored pages in commit order, as export rows."""
+    wanted = sqlite_read.PageFilter(
+        host, status, kind.value if kind else None, failed, unix(since), unix(until)
+    )
+    with service.reader(job_id) as reader:
+        rows, total = reader.pages(wanted, offset, limit)
+    return PageList(pages=[PageRow(**row) for row in rows], total=total, offset=offset, limit=limit)
+
+
+@router.get("/errors", response_model=ErrorList, responses=NOT_FOUND)
+def errors(
+    job_id: str, service: Service, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+) -> ErrorList:
+    """The latest failed fetches, newest first, and the count of each error code."""
+    with service.reader(job_id) as reader:
+        latest, by_code = reader.errors(limit)
+    return ErrorList(
+        errors=[ErrorRow(**row) for row in latest], by_code=by_code, total=sum(by_code.values())
+    )

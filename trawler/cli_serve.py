@@ -1,0 +1,86 @@
+"""`trawler serve`: the REST API on uvicorn (trawler/api/).
+
+Listens on 127.0.0.1:8080 unless told otherwise. Every /api/v1 request needs
+the bearer token: ``--token``, else ``TRAWLER_TOKEN``, else one made up now and
+printed once. A non-loopback address is refused without a token of the user's
+own (exit 2): a printed token is for the person at this machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trawler.cli_common import DEFAULT_DATA, EXIT_FAILED, DataOpt, fail
+
+MAX_REQUEST_HEAD_BYTES = 256 * 1024
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def serve(
+    data: DataOpt = DEFAULT_DATA,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free one).")] = 8080,
+    token: Annotated[str | None, typer.Option(envvar="TRAWLER_TOKEN", help="Bearer token of /api/v1 [made up and printed once].", show_default=False)] = None,
+    allow_private: Annotated[bool, typer.Option("--allow-private", help="Jobs may ask to fetch loopback/private addresses.")] = False,
+) -> None:  # fmt: skip
+    """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) over DATA's jobs."""
+    import uvicorn
+
+    from trawler.api.app import create_app
+    from trawler.api.datadir import DataDirJobs
+    from trawler.api.deps import ApiSettings
+
+    if token is not None and len(token.strip()) < 8:
+        fail("--token must have at least 8 characters")
+    if token is None and not is_loopback(host):
+        fail(f"refusing to listen on {host} without a token: give --token or TRAWLER_TOKEN")
+    if data.exists() and not data.is_dir():
+        fail(f"--data {data} is not a directory")
+    sock = _bind(host, port)
+    if token is None:
+        token = secrets.token_urlsafe(24)
+        typer.echo(f"API token (shown once): {token}", err=True)
+    app = create_app(DataDirJobs(Path(data)), ApiSettings(token.strip(), allow_private))
+    bound = sock.getsockname()
+    where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    typer.echo(f"listening on http://{where}:{bound[1]} (data: {data})", err=True)
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off", http="h11",
+        # A request head may be this long: the longest query the schema allows (an
+        # 8,192-character URL, each character percent-encoded UTF-8) fits.
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )  # fmt: skip
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a busy port is a one-line error and
+    port 0 tells which port it got."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_FAILED)
+    sock.set_inheritable(True)
+    return sock
