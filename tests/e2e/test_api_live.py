@@ -18,7 +18,7 @@ def test_a_running_crawl_is_seen_live_then_paused(tmp_path: Path) -> None:
     api: ServeProcess | None = None
     crawler = start_crawl(served, data, "--delay", "0.25")
     try:
-        wait_until(lambda: (data / "trawler.db").exists(), 30, "the crawl's database")
+        wait_until(lambda: (data / "jobs.db").exists(), 30, "the crawl's job registry")
         api = start_serve(data, tmp_path / "serve.log", token="live-token-123")
         with api.client() as client:
 
@@ -33,6 +33,12 @@ def test_a_running_crawl_is_seen_live_then_paused(tmp_path: Path) -> None:
             assert 1 < job["pages_per_s"] < 12, job
             assert job["urls_queued"] > 0 and job["estimated_completion"] > time.time()
             assert client.get("/api/v1/admin/stats").json()["throughput"]["last_1m"] > 0
+            # Pause and resume through the API: state changes in the job store, which
+            # the running `trawler crawl` follows.
+            paused = client.post(f"/api/v1/jobs/{job['id']}/pause")
+            assert paused.status_code == 200 and paused.json()["state"] == "paused", paused.text
+            resumed = client.post(f"/api/v1/jobs/{job['id']}/resume")
+            assert resumed.status_code == 200 and resumed.json()["state"] == "running"
             crawler.send_signal(signal.SIGINT)  # Ctrl-C: the job stops where it is
             crawler.communicate(timeout=30)
             job = client.get(f"/api/v1/jobs/{job['id']}").json()
