@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -138,26 +138,23 @@ class DataDirJobs:
 
 
 def _read_job(path: Path) -> JobInfo | None:
-    try:
-        conn = connect(path, readonly=True)
-    except (NotTrawlerData, sqlite3.Error, OSError) as exc:
-        raise StoreUnavailable(str(exc)) from None
-    try:
-        job = sqlite_read.stored_job(conn)
-        return None if job is None else job_info(job, sqlite_read.job_counts(conn))
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot read {path / DB_NAME}: {exc}") from None
-    finally:
-        conn.close()
+    job, counts = _reading(path, lambda conn: (sqlite_read.stored_job(conn),
+                                               sqlite_read.job_counts(conn)))  # fmt: skip
+    return None if job is None else job_info(job, counts)
 
 
 def _counts(path: Path) -> dict[str, float]:
+    return _reading(path, sqlite_read.job_counts)
+
+
+def _reading(path: Path, read: Callable[[sqlite3.Connection], T]) -> T:
+    """``read`` over the job database in ``path``, read-only; a failing one is a 503."""
     try:
         conn = connect(path, readonly=True)
     except (NotTrawlerData, sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(str(exc)) from None
     try:
-        return sqlite_read.job_counts(conn)
+        return read(conn)
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"cannot read {path / DB_NAME}: {exc}") from None
     finally:
