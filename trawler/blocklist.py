@@ -67,6 +67,11 @@ class Blocklist:
         self._changed()
         return entry
 
+    def put(self, entry: Blocked) -> None:
+        """An entry as stored elsewhere (its domain already canonical, its time kept)."""
+        self._domains[entry.domain] = entry
+        self._changed()
+
     def remove(self, domain: str) -> bool:
         found = self._domains.pop(blocklist_domain(domain), None) is not None
         self._changed()

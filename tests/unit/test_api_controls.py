@@ -20,22 +20,24 @@ class Controls:
         self.blocked: dict[str, dict] = {}
         self.settings = {"delay": None, "max_crawl_delay": None, "concurrency": None}
 
-    def blocklist(self) -> list[dict]:
+    async def blocklist(self) -> list[dict]:
         return list(self.blocked.values())
 
-    def block(self, domain: str, reason: str) -> dict:
+    async def block(self, domain: str, reason: str) -> dict:
         if "." not in domain:
             raise ValueError(f"{domain!r} is not a domain")
         self.blocked[domain] = {"domain": domain, "reason": reason, "added_at": 1.0}
         return self.blocked[domain]
 
-    def unblock(self, domain: str) -> bool:
+    async def unblock(self, domain: str) -> bool:
+        if "." not in domain:
+            raise ValueError(f"{domain!r} is not a domain")
         return self.blocked.pop(domain, None) is not None
 
-    def politeness(self) -> dict:
+    async def politeness(self) -> dict:
         return dict(self.settings)
 
-    def set_politeness(self, delay, max_crawl_delay, concurrency) -> dict:  # type: ignore[no-untyped-def]
+    async def set_politeness(self, delay, max_crawl_delay, concurrency) -> dict:  # type: ignore[no-untyped-def]
         self.settings = {"delay": delay, "max_crawl_delay": max_crawl_delay,
                          "concurrency": concurrency}  # fmt: skip
         return dict(self.settings)
@@ -53,6 +55,8 @@ def test_blocklist_add_list_remove(tmp_path: Path) -> None:
         assert [e["domain"] for e in api.get("/api/v1/admin/blocklist").json()] == ["spam.example"]
         assert api.delete("/api/v1/admin/blocklist/spam.example").status_code == 204
         assert api.delete("/api/v1/admin/blocklist/spam.example").status_code == 404
+        # Not a domain at all: it cannot be blocked, so it is not (never a 500).
+        assert api.delete("/api/v1/admin/blocklist/nodots").status_code == 404
         bad = api.post("/api/v1/admin/blocklist", json={"domain": "nodots"})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "domain"]
 

@@ -164,3 +164,17 @@ async def test_jobs_of_a_version_4_database_gain_times_and_a_first_event(
         new = await jobs.create(CONFIG)
         await jobs.transition(new, S.FAILED, "disk full")
         assert [j.id for j in (await jobs.list())[0]] == [new, "old"]
+
+
+async def test_a_new_registry_opened_by_many_at_once(tmp_path: Path) -> None:
+    """The serve process, a crawl and the control follower open the registry
+    together: switching a new file to WAL must wait for the others, not fail with
+    'database is locked'."""
+    from trawler.jobs.embedded_controls import EmbeddedControlStore
+
+    for n in range(40):
+        controls = EmbeddedControlStore(tmp_path / f"data{n}")
+        jobs = EmbeddedJobStore(tmp_path / f"data{n}")
+        await asyncio.gather(
+            controls.state(), controls.block("a.example"), jobs.create(CONFIG), controls.version()
+        )

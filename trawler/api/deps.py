@@ -115,20 +115,20 @@ class OperatorControls(Protocol):
     """Process-wide controls over every job: the domain blocklist and live politeness
     (the job runner's). Without a runner, each raises ``JobControlUnavailable``."""
 
-    def blocklist(self) -> list[dict]:
+    async def blocklist(self) -> list[dict]:
         """Entries: domain, reason, added_at (Unix time)."""
 
-    def block(self, domain: str, reason: str) -> dict:
+    async def block(self, domain: str, reason: str) -> dict:
         """Block ``domain`` and its subdomains at once (queued URLs and new links);
         ValueError (one line) for a name that is no domain."""
 
-    def unblock(self, domain: str) -> bool:
+    async def unblock(self, domain: str) -> bool:
         """False when ``domain`` was not blocked."""
 
-    def politeness(self) -> dict:
+    async def politeness(self) -> dict:
         """delay, max_crawl_delay, concurrency: each None while jobs keep their own."""
 
-    def set_politeness(
+    async def set_politeness(
         self, delay: float | None, max_crawl_delay: float | None, concurrency: int | None
     ) -> dict:
         """Apply to every running job at once, without restarting it."""
@@ -140,19 +140,19 @@ class NoRunner:
     def _unavailable(self) -> JobControlUnavailable:
         return JobControlUnavailable("this server has no job runner to apply it to")
 
-    def blocklist(self) -> list[dict]:
+    async def blocklist(self) -> list[dict]:
         raise self._unavailable()
 
-    def block(self, domain: str, reason: str) -> dict:
+    async def block(self, domain: str, reason: str) -> dict:
         raise self._unavailable()
 
-    def unblock(self, domain: str) -> bool:
+    async def unblock(self, domain: str) -> bool:
         raise self._unavailable()
 
-    def politeness(self) -> dict:
+    async def politeness(self) -> dict:
         raise self._unavailable()
 
-    def set_politeness(
+    async def set_politeness(
         self, delay: float | None, max_crawl_delay: float | None, concurrency: int | None
     ) -> dict:
         raise self._unavailable()

@@ -54,8 +54,19 @@ CREATE TABLE IF NOT EXISTS job_events (
     reason TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS job_events_by_job ON job_events (job_id, id);
+-- Operators' controls over every job (jobs/embedded_controls.py).
+CREATE TABLE IF NOT EXISTS blocklist (
+    domain TEXT PRIMARY KEY,        -- blocklist.blocklist_domain's canonical form
+    reason TEXT NOT NULL DEFAULT '',
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,          -- politeness.<field>, or control_version
+    value                           -- NULL: unset (jobs keep their own)
+);
 """
 
+BUSY_TIMEOUT_S = 10.0
 _COLUMNS = "id, state, options, created_at, started_at, finished_at, seeding"
 
 
@@ -65,13 +76,28 @@ def open_registry(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connecti
     if readonly:
         if not path.exists():
             raise FileNotFoundError(f"no jobs in {data_dir} (missing {REGISTRY_NAME})")
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     data_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    _use_wal(conn)
     conn.execute("PRAGMA synchronous=FULL")  # a state change survives a power cut
     conn.executescript(SCHEMA)
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite does not wait on a busy file for this switch: while
+    another process or thread is creating the same new registry, it fails at once
+    with 'database is locked', so it is retried for as long as a write would wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextmanager
