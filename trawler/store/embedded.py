@@ -14,7 +14,8 @@ outcome at a time, each in its own savepoint, and an outcome whose rows are
 rejected is written as a bare ``store_error`` page (``UrlOutcome.store_failed``).
 
 The blocking work runs on one writer thread owned by the backend; the
-async methods are what the engine calls.
+async methods are what the engine calls. WAL checkpoints run on a thread of
+their own (checkpoint.py), not inside the commits.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from trawler.politeness import PolitenessPolicy, unproven_limit
 from trawler.store import search
 from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
+from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
@@ -52,6 +54,8 @@ class EmbeddedBackend:
         self.data_dir = data_dir
         self.on_seeds_added = on_seeds_added
         self.conn: sqlite3.Connection = db.connect(data_dir)
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        self.checkpointer = Checkpointer(data_dir / db.DB_NAME)
         self.store = db.SqliteStore(self.conn)
         self.frontier: SqliteFrontier | None = None
         self.warc: WarcWriter | None = None
@@ -127,6 +131,7 @@ class EmbeddedBackend:
             if position is not None:
                 self.store.set_warc_position(*position)
             self.frontier.persist_hosts(self.conn, mark)
+        self.checkpointer.committed()
 
     def _store_robots(self, batch: CommitBatch) -> None:
         """The batch's robots.txt rows; one the database rejects is left out, logged."""
@@ -188,6 +193,7 @@ class EmbeddedBackend:
         finally:
             if self.warc is not None:
                 self.warc.close()
+            self.checkpointer.close()
             self.conn.close()
 
 
