@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger("trawler")
-BACKSTOP_PAGES = 65_536  # 256 MB of 4 KiB pages: the writer checkpoints itself past this
+BACKSTOP_PAGES = 16_384  # 64 MB of 4 KiB pages: the writer checkpoints itself past this
 
 
 class Checkpointer:
