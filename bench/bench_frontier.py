@@ -7,7 +7,7 @@ Generates URLs the way a crawl finds them (a page's 50 links: 40 on its own host
 10 on random hosts; depths 1..5), and pushes them through the embedded backend's
 real path: ``filter_new`` (the seen set), then ``EmbeddedBackend.commit`` (one
 SQLite transaction on a real file, the frontier's ``enqueue``) ``--chunk`` URLs
-at a time, batched as the engine batches them (engine.py: a commit starts when
+at a time, batched as the engine batches them (commits.py: a commit starts when
 none runs, a batch waits for the running commit at BATCH_LIMIT_ITEMS). One chunk
 in five repeats 10% of the URLs of the one before, so the seen set rejects some.
 No page is fetched: the figures are the frontier's. CPU seconds are reported
@@ -32,9 +32,9 @@ import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
+from trawler.commits import COMMIT_MAX_ITEMS
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
-from trawler.engine import COMMIT_MAX_ITEMS
 from trawler.gcpolicy import tune_for_crawling
 from trawler.records import CrawlRequest
 from trawler.store.base import CommitBatch
@@ -42,7 +42,7 @@ from trawler.store.embedded import EmbeddedBackend
 
 LINKS_A_PAGE = 50
 OWN_HOST = 40
-# The engine's bound on the batch waiting for a commit (engine.BATCH_LIMIT_ITEMS;
+# The engine's bound on the batch waiting for a commit (commits.BATCH_LIMIT_ITEMS;
 # main, which had none, is run with the same batches).
 BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 CONFIG = CrawlConfig(delay_s=0.0, parse_processes=0)

@@ -8,7 +8,7 @@ outcome.py. It only orders the steps and owns the commit cadence.
 One task per leased URL, at most ``concurrency`` at once. A task holds its
 host's politeness slot from lease to finish, so one request is in flight per
 host, robots.txt and same-host redirect hops included. Results collect in a
-batch that a commit task makes durable every ``COMMIT_INTERVAL_S``; only
+batch that a commit task makes durable (commits.py); only
 then are discovered URLs scheduled and leases acknowledged. A URL's result
 (state, attempt rows, page, links found) joins the batch in one step, after
 its last await, so a commit swapping the batch can never split it.
@@ -22,49 +22,32 @@ leases nothing more; a URL leased before it goes back to the queue unfetched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 
 from trawler.analysis import AnalysisPool
+from trawler.commits import Commits
 from trawler.config import CrawlConfig
+from trawler.discovery import Discovery
 from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
 from trawler.politeness import PolitenessPolicy
-from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.records import CrawlRequest, FetchResult, Progress
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
 from trawler.services import PolitenessSettings, Services
-from trawler.sitemapflow import sitemaps_of_origin
-from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, CommitBatch, UrlOutcome
+from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
 from trawler.urls import Normaliser, Scope, TrapRules, host_key
 
 log = logging.getLogger("trawler")
 
-COMMIT_INTERVAL_S = 0.25
-COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
-# While a commit runs, the next batch grows up to this many rows, then the tasks that
-# would add to it wait for the commit: discovery never outruns the commit.
-BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 SHUTDOWN_GRACE_S = 5.0
-
-
-@dataclass(slots=True)
-class Progress:
-    pages: int
-    pages_per_s: float
-    queued: int
-    active_hosts: int
-    errors: int
-    elapsed_s: float
-    not_html: int = 0  # successful downloads that are not HTML: not errors
 
 
 class Crawler:
@@ -111,12 +94,11 @@ class Crawler:
         if processes is None:
             processes = self.services.parsers.processes
         self.analysis = AnalysisPool(config, processes, self.services.parsers)
-        self._seed_hosts: set[str] = set()
-        self._batch = CommitBatch()
+        self.discovery = Discovery(
+            config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
+        )
+        self.commits = Commits(backend, self._take_counters)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._commit_wanted = asyncio.Event()
-        self.batch_limit = BATCH_LIMIT_ITEMS
-        self._batch_taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
         self._stopping = False
         self.paused = False  # no new request starts; resume() goes on
         self._running = asyncio.Event()  # clear while paused
@@ -136,10 +118,10 @@ class Crawler:
         self._opened = True
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
-        self._widen_scope(await self.backend.scope_hosts())
+        self.discovery.widen_scope(await self.backend.scope_hosts())
         await self._add_seeds()
         await self._commit()
-        self.analysis.start(sorted(self._seed_hosts))  # the scope is complete now
+        self.analysis.start(sorted(self.discovery.seed_hosts))  # the scope is complete now
         await self.fetcher.start()
         committer = asyncio.create_task(self._commit_loop())
         reporter = asyncio.create_task(self._report_loop()) if self.on_progress else None
@@ -148,7 +130,7 @@ class Crawler:
             await self._drain()
         finally:
             self._stopping = True
-            self._commit_wanted.set()
+            self.commits.want()
             await committer
             if reporter:
                 reporter.cancel()
@@ -239,7 +221,7 @@ class Crawler:
         return not self._stopping
 
     def _pages_counted(self) -> int:
-        return self.pages_stored + self._batch.pages
+        return self.pages_stored + self.commits.batch.pages
 
     def _budget_spent(self) -> bool:
         max_pages = self.config.max_pages
@@ -272,7 +254,7 @@ class Crawler:
                 return
             if verdict is not Verdict.ALLOW:
                 reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
-                self._batch.add(UrlOutcome(request, SKIPPED, reason=reason))
+                self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason))
                 return
             await self.frontier.wait_host_ready(host)
             if (self.paused or self.services.blocklist.active) and await self._held_back(request):
@@ -297,16 +279,9 @@ class Crawler:
             return True
         blocklist = self.services.blocklist
         if blocklist.active and blocklist.blocks(request.host):
-            self._batch.add(UrlOutcome(request, SKIPPED, reason="blocklist"))
+            self.commits.batch.add(UrlOutcome(request, SKIPPED, reason="blocklist"))
             return True
         return False
-
-    def _not_blocked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
-        blocks = self.services.blocklist.blocks
-        kept = [request for request in requests if not blocks(request.host)]
-        if len(kept) < len(requests):
-            self.links.rejected["blocklist"] += len(requests) - len(kept)
-        return kept
 
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
         """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
@@ -318,7 +293,7 @@ class Crawler:
         )
         attempt = _attempt_row(request, result, decision.action)
         if decision.action == RETRY:  # the attempt is committed now, the URL when it ends
-            self._batch.add(UrlOutcome(request, RETRY, [attempt]))
+            self.commits.batch.add(UrlOutcome(request, RETRY, [attempt]))
             request.attempts += 1
             self._counters[f"retried.{decision.reason}"] += 1
             await self.frontier.retry_later(request, decision.delay_s)
@@ -337,67 +312,16 @@ class Crawler:
             log.exception("internal error on %s", request.url)
             outcome.result = _internal_error(request.url, exc)
             await self._analyse(outcome)
-        await self._room_in_batch()
-        self._batch.add(outcome)  # no await since the analysis: one commit gets it all
-        if len(self._batch) >= COMMIT_MAX_ITEMS:
-            self._commit_wanted.set()
-
-    async def _room_in_batch(self) -> None:
-        """Back-pressure: a full batch waits for the commit (the one running, then its
-        own); tasks with nothing to add go on fetching meanwhile."""
-        while len(self._batch) >= self.batch_limit:
-            self._commit_wanted.set()
-            await self._batch_taken.wait()
+        await self.commits.room()
+        self.commits.add(outcome)  # no await since the analysis: one commit gets it all
 
     async def _analyse(self, unit: UrlOutcome) -> None:
-        """Fill in the outcome's page and the new URLs found on it."""
-        request, result = unit.request, unit.result
-        assert result is not None
-        analysis = await self.analysis.analyse(request, result)
-        outcome = analysis.outcome
-        self.links.rejected.update(analysis.rejected)
-        discovered = self.links.robots_checked(analysis.requests)
-        if request.kind == "sitemap" and outcome.page.error == NOT_HTML:
-            outcome.page.error = None  # a sitemap is not HTML by nature
-            discovered += await self._sitemap(request, result, outcome.page)
-        if outcome.page.error == NOT_HTML:
+        """Fill in the outcome's page and the new URLs found from it (discovery.py)."""
+        page = await self.discovery.analyse(unit, self.frontier)
+        if page.error == NOT_HTML:
             self.not_html += 1
-        elif outcome.page.error is not None:
+        elif page.error is not None:
             self.errors += 1
-        if outcome.redirect_to is not None:
-            discovered += self._alias_request(outcome.redirect_to, request)
-        if outcome.page.canonical is not None:
-            discovered += self._canonical(outcome.page, request)
-        unit.page = outcome.page
-        if self.services.blocklist.active:
-            discovered = self._not_blocked(discovered)
-        fresh = await self.frontier.filter_new(discovered)
-        unit.discovered = self.links.within_host_budget(fresh)
-
-    async def _sitemap(
-        self, request: CrawlRequest, result: FetchResult, page: PageRecord
-    ) -> list[CrawlRequest]:
-        """What a fetched sitemap adds to the crawl, read off the loop (analysis.py)."""
-        found = await self.analysis.analyse_sitemap(request, result)
-        page.links_count = found.listed
-        self._counters.update(found.counters)
-        self.links.rejected.update(found.rejected)
-        return self.links.robots_checked(found.requests)
-
-    def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
-        """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""
-        canonical = self.normalise(page.canonical or "")
-        if canonical is None or canonical in (request.url, self.normalise(page.final_url)):
-            return []
-        page.duplicate_of = canonical
-        return self._alias_request(canonical, request)
-
-    def _alias_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
-        """Another name for this page (redirect target, canonical URL), at the same depth."""
-        url = self.normalise(target)
-        if url is None or self.links.reject_reason(url) is not None:
-            return []
-        return [self.links.request(url, request.depth, request.url)]
 
     async def _hop_check(self, held_host: str, target: str) -> str | None:
         """Vet a redirect hop; same-host, unseen targets are followed inline."""
@@ -420,29 +344,14 @@ class Crawler:
     # -- robots.txt and sitemaps -------------------------------------------------
     async def _first_robots(self, site: str, entry: RobotsEntry) -> None:
         """An origin's robots.txt was read for the first time: queue its sitemaps."""
-        if self._wants_sitemaps(site):
-            found = sitemaps_of_origin(site, entry.rules.sitemaps, self.links)
-            self._batch.add_requests(await self.frontier.filter_new(found))
+        found = await self.discovery.origin_sitemaps(site, entry, self.frontier)
+        self.commits.batch.add_requests(found)
 
     def _archive_robots(self, result: FetchResult, host: str) -> None:
         """A robots.txt download goes into the WARC and gets a row, as pages do."""
-        self._batch.add_robots(result, robots_record(result, host))
-
-    def _wants_sitemaps(self, site: str) -> bool:
-        """Sitemaps of seed hosts, and of every in-scope host unless the scope is "any"."""
-        if not self.config.sitemaps:
-            return False
-        host = host_key(site + "/")
-        return host in self._seed_hosts or (
-            self.config.scope != "any" and self.scope.allows(site + "/")
-        )
+        self.commits.batch.add_robots(result, robots_record(result, host))
 
     # -- seeds, commits, progress ----------------------------------------------------
-    def _widen_scope(self, hosts: Iterable[str]) -> None:
-        for host in hosts:
-            self.scope.add_host(host)
-            self._seed_hosts.add(host)
-
     async def _add_seeds(self) -> None:
         """New seeds, a chunk at a time, through the frontier's insert path: memory
         stays bounded however many. A chunk's hosts are kept with the job before
@@ -451,21 +360,19 @@ class Crawler:
         for chunk in self.seeds:
             added = True
             requests = [self.links.request(url, 0, None) for url in chunk]
-            new_hosts = sorted({r.host for r in requests} - self._seed_hosts)
+            new_hosts = sorted({r.host for r in requests} - self.discovery.seed_hosts)
             if new_hosts:
                 await self.backend.add_scope_hosts(new_hosts)
-                self._widen_scope(new_hosts)
+                self.discovery.widen_scope(new_hosts)
             fresh = await self.frontier.filter_new(requests)
-            self._batch.add_requests(self.links.within_host_budget(fresh))
+            self.commits.batch.add_requests(self.links.within_host_budget(fresh))
             await self._commit()
         if added:
             await self.backend.seeds_added()
 
     async def _commit_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._commit_wanted.wait(), COMMIT_INTERVAL_S)
-            self._commit_wanted.clear()
+            await self.commits.wanted()
             final = self._stopping and not self._tasks
             try:
                 await self._commit()
@@ -478,17 +385,14 @@ class Crawler:
                 return
 
     async def _commit(self) -> None:
-        batch, self._batch = self._batch, CommitBatch()
-        self._batch_taken.set()
-        self._batch_taken = asyncio.Event()
-        batch.counters = {f"rejected.{k}": v for k, v in self.links.rejected.items()}
-        batch.counters.update(self._counters)
+        self.pages_stored += await self.commits.commit()
+
+    def _take_counters(self) -> dict[str, int]:
+        counters = {f"rejected.{k}": v for k, v in self.links.rejected.items()}
+        counters.update(self._counters)
         self.links.rejected.clear()
         self._counters.clear()
-        if not len(batch):
-            return
-        await self.backend.commit(batch)
-        self.pages_stored += batch.pages
+        return counters
 
     async def _report_loop(self) -> None:
         assert self.on_progress is not None

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from trawler.engine import Progress
+    from trawler.records import Progress
 
 log = logging.getLogger("trawler")
 LOG_EVERY_S = 10.0  # plain log lines when stderr is not a terminal

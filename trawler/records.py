@@ -154,3 +154,16 @@ class RobotsFetch:
     body: bytes
     fetched_at: float  # wall clock (time.time()): monotonic times end with the process
     failures: int = 0  # consecutive unavailable answers, this one included
+
+
+@dataclass(slots=True)
+class Progress:
+    """A running crawl's numbers, reported every second."""
+
+    pages: int
+    pages_per_s: float
+    queued: int
+    active_hosts: int
+    errors: int
+    elapsed_s: float
+    not_html: int = 0  # successful downloads that are not HTML: not errors

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from trawler.config import CrawlConfig
-from trawler.engine import Crawler, Progress
+from trawler.engine import Crawler
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.workers import HEARTBEAT_S, WorkerRegistry, WorkerStatus
@@ -38,6 +38,7 @@ from trawler.outage import (
     redis_health,
 )
 from trawler.politeness import PolitenessPolicy
+from trawler.records import Progress
 from trawler.seeds import SeedSpool
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.postgres import PostgresStore

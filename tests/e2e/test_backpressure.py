@@ -48,7 +48,7 @@ async def crawl_with_one_commit_held(seeds: list[str], data: Path) -> list[int]:
     backend = EmbeddedBackend(data)
     backend.store.create_job(config)
     crawler = Crawler(config, backend, seeds=[[normalise(seed) or seed for seed in seeds]])
-    crawler.batch_limit = LIMIT
+    crawler.commits.limit = LIMIT
     sizes: list[int] = []
     commit = backend.commit
 

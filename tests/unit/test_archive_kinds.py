@@ -14,10 +14,9 @@ import pytest
 from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import run_trawler
 from trawler.config import CrawlConfig
-from trawler.engine import Progress
 from trawler.export import write_export
 from trawler.progress import progress_line
-from trawler.records import PageRecord, RobotsRecord
+from trawler.records import PageRecord, Progress, RobotsRecord
 from trawler.store import sqlite as db
 from trawler.store.pgschema import MIGRATIONS
 from trawler.store.postgres import PostgresStore

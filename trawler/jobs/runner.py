@@ -35,8 +35,9 @@ from functools import partial
 
 from trawler.blocklist import Blocked
 from trawler.config import CrawlConfig
-from trawler.engine import Crawler, Progress
+from trawler.engine import Crawler
 from trawler.jobs.model import InvalidTransition, JobEvent, JobState, UnknownJob, check_transition
+from trawler.records import Progress
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import Backend
 

@@ -1,0 +1,122 @@
+"""What a fetched URL adds to the crawl: its page, and the new URLs it leads to;
+and the sitemaps an origin's robots.txt names.
+
+The page is analysed off the loop (analysis.py). The URLs it leads to are its
+links, a sitemap's entries, a redirect's target and a canonical URL other than
+its own (both at the page's depth: other names of the same page). Each goes
+through the link filter (scope, traps, depth, robots.txt; linkfilter.py), the
+operators' blocklist, the frontier's seen set and the host's page budget, in
+that order. Rejections are counted by reason in ``LinkFilter.rejected``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from trawler.analysis import AnalysisPool
+from trawler.blocklist import Blocklist
+from trawler.config import CrawlConfig
+from trawler.frontier.base import Frontier
+from trawler.linkfilter import LinkFilter
+from trawler.outcome import NOT_HTML
+from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.robotscache import RobotsEntry
+from trawler.sitemapflow import sitemaps_of_origin
+from trawler.store.base import UrlOutcome
+from trawler.urls import Scope, host_key
+
+
+class Discovery:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        analysis: AnalysisPool,
+        links: LinkFilter,
+        scope: Scope,
+        blocklist: Blocklist,
+        counters: Counter[str],
+    ) -> None:
+        """``counters``: the crawl's, to which sitemap counters are added."""
+        self.config = config
+        self.analysis = analysis
+        self.links = links
+        self.normalise = links.normalise
+        self.scope = scope
+        self.blocklist = blocklist
+        self.counters = counters
+        self.seed_hosts: set[str] = set()  # the seeds' hosts, kept with the job
+
+    def widen_scope(self, hosts: Iterable[str]) -> None:
+        """Seed hosts are in scope, and their sitemaps are read."""
+        for host in hosts:
+            self.scope.add_host(host)
+            self.seed_hosts.add(host)
+
+    async def origin_sitemaps(
+        self, site: str, entry: RobotsEntry, frontier: Frontier
+    ) -> list[CrawlRequest]:
+        """The sitemaps an origin's robots.txt names, when its sitemaps are wanted:
+        those of seed hosts, and of every in-scope host unless the scope is "any"."""
+        if not self.config.sitemaps:
+            return []
+        host = host_key(site + "/")
+        if host not in self.seed_hosts and (
+            self.config.scope == "any" or not self.scope.allows(site + "/")
+        ):
+            return []
+        return await frontier.filter_new(sitemaps_of_origin(site, entry.rules.sitemaps, self.links))
+
+    async def analyse(self, unit: UrlOutcome, frontier: Frontier) -> PageRecord:
+        """Fill in the outcome's page and the new URLs found from it; returns the page."""
+        request, result = unit.request, unit.result
+        assert result is not None
+        analysis = await self.analysis.analyse(request, result)
+        page = analysis.outcome.page
+        self.links.rejected.update(analysis.rejected)
+        discovered = self.links.robots_checked(analysis.requests)
+        if request.kind == "sitemap" and page.error == NOT_HTML:
+            page.error = None  # a sitemap is not HTML by nature
+            discovered += await self._sitemap(request, result, page)
+        if analysis.outcome.redirect_to is not None:
+            discovered += self.alias_request(analysis.outcome.redirect_to, request)
+        if page.canonical is not None:
+            discovered += self._canonical(page, request)
+        unit.page = page
+        if self.blocklist.active:
+            discovered = self._not_blocked(discovered)
+        fresh = await frontier.filter_new(discovered)
+        unit.discovered = self.links.within_host_budget(fresh)
+        return page
+
+    def alias_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
+        """Another name for this page (redirect target, canonical URL), at the same depth."""
+        url = self.normalise(target)
+        if url is None or self.links.reject_reason(url) is not None:
+            return []
+        return [self.links.request(url, request.depth, request.url)]
+
+    async def _sitemap(
+        self, request: CrawlRequest, result: FetchResult, page: PageRecord
+    ) -> list[CrawlRequest]:
+        """What a fetched sitemap adds to the crawl, read off the loop (analysis.py)."""
+        found = await self.analysis.analyse_sitemap(request, result)
+        page.links_count = found.listed
+        self.counters.update(found.counters)
+        self.links.rejected.update(found.rejected)
+        return self.links.robots_checked(found.requests)
+
+    def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
+        """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""
+        canonical = self.normalise(page.canonical or "")
+        if canonical is None or canonical in (request.url, self.normalise(page.final_url)):
+            return []
+        page.duplicate_of = canonical
+        return self.alias_request(canonical, request)
+
+    def _not_blocked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+        blocks = self.blocklist.blocks
+        kept = [request for request in requests if not blocks(request.host)]
+        if len(kept) < len(requests):
+            self.links.rejected["blocklist"] += len(requests) - len(kept)
+        return kept
