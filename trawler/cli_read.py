@@ -117,7 +117,7 @@ def stats(
     """Counts of a crawl: pages, statuses, errors, skipped URLs by reason."""
     from trawler.cli_dist import job_stats
     from trawler.progress import print_stats
-    from trawler.store.sqlite import read_stats
+    from trawler.store.sqlite_export import read_stats
 
     if postgres is not None:
         try:

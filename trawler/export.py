@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from trawler.locks import create_locked, fsync_dir, if_abandoned
-from trawler.store.sqlite import EXPORT_COLUMNS, iter_pages
+from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
 
 
 class RowWriter:

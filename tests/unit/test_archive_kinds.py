@@ -18,6 +18,7 @@ from trawler.export import write_export
 from trawler.progress import progress_line
 from trawler.records import PageRecord, Progress, RobotsRecord
 from trawler.store import sqlite as db
+from trawler.store import sqlite_export as export_rows
 from trawler.store.pgschema import MIGRATIONS
 from trawler.store.postgres import PostgresStore
 
@@ -74,9 +75,9 @@ def crawl_dir(tmp_path: Path) -> Path:
 
 def test_sqlite_export_rows_by_kind_in_fetch_order(crawl_dir: Path) -> None:
     conn = db.connect(crawl_dir, readonly=True)
-    everything = list(db.iter_pages(conn, kinds=frozenset({"page", "sitemap", "robots"})))
-    default = list(db.iter_pages(conn))
-    robots_only = list(db.iter_pages(conn, kinds=frozenset({"robots"})))
+    everything = list(export_rows.iter_pages(conn, kinds=frozenset({"page", "sitemap", "robots"})))
+    default = list(export_rows.iter_pages(conn))
+    robots_only = list(export_rows.iter_pages(conn, kinds=frozenset({"robots"})))
     conn.close()
     assert kinds_of(everything) == [
         ("robots", "/robots.txt"), ("page", "/"), ("robots", "/robots.txt"),
@@ -84,7 +85,7 @@ def test_sqlite_export_rows_by_kind_in_fetch_order(crawl_dir: Path) -> None:
     ]  # fmt: skip
     assert [row["status"] for row in robots_only] == [503, 200]
     assert robots_only[0]["warc_offset"] == 123 and robots_only[0]["depth"] is None
-    assert set(robots_only[0]) == set(db.EXPORT_COLUMNS)
+    assert set(robots_only[0]) == set(export_rows.EXPORT_COLUMNS)
     assert kinds_of(default) == [k for k in kinds_of(everything) if k[0] != "robots"]
 
 
@@ -125,10 +126,12 @@ def test_old_data_directory_gets_kinds(tmp_path: Path) -> None:
                      " (1, 1, ?, 'a.test', 0, 'sitemap')", (SITE + "/sitemap.xml",))  # fmt: skip
     conn.close()
     reader = db.connect(tmp_path, readonly=True)
-    derived = kinds_of(db.iter_pages(reader, kinds=frozenset({"page", "sitemap", "robots"})))
+    derived = kinds_of(
+        export_rows.iter_pages(reader, kinds=frozenset({"page", "sitemap", "robots"}))
+    )
     assert derived == [("page", "/"), ("sitemap", "/sitemap.xml"), ("page", "/doc.pdf"),
                        ("page", "/gone")]  # fmt: skip
-    assert db.read_stats(reader)["kinds"] == {"page": 3, "sitemap": 1}
+    assert export_rows.read_stats(reader)["kinds"] == {"page": 3, "sitemap": 1}
     reader.close()
     writer = db.connect(tmp_path)
     stored = dict(writer.execute("SELECT url, kind FROM pages"))
@@ -138,7 +141,7 @@ def test_old_data_directory_gets_kinds(tmp_path: Path) -> None:
 
 def test_sqlite_stats_count_not_html_apart(crawl_dir: Path) -> None:
     conn = db.connect(crawl_dir, readonly=True)
-    stats = db.read_stats(conn)
+    stats = export_rows.read_stats(conn)
     conn.close()
     assert stats["not_html"] == 1
     assert stats["errors"] == {"http_404": 1}
@@ -157,14 +160,18 @@ async def test_postgres_rows_by_kind_and_stats(fresh_postgres_url: str) -> None:
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig())
         await store.store_batch(job, PAGES, robots=ROBOTS)
-        everything = [r async for r in store.iter_pages(job, kinds=frozenset(db.EXPORT_KINDS))]
+        every_kind = frozenset(export_rows.EXPORT_KINDS)
+        everything = [r async for r in store.iter_pages(job, kinds=every_kind)]
         default = [r async for r in store.iter_pages(job)]
         stats = await store.read_stats(job)
     assert kinds_of(everything) == [
         ("robots", "/robots.txt"), ("page", "/"), ("robots", "/robots.txt"),
         ("sitemap", "/sitemap.xml"), ("page", "/doc.pdf"), ("page", "/gone"),
     ]  # fmt: skip
-    assert set(everything[0]) == set(db.EXPORT_COLUMNS) and everything[0]["warc_offset"] == 123
+    assert (
+        set(everything[0]) == set(export_rows.EXPORT_COLUMNS)
+        and everything[0]["warc_offset"] == 123
+    )
     assert kinds_of(default) == [k for k in kinds_of(everything) if k[0] != "robots"]
     assert stats["not_html"] == 1 and stats["errors"] == {"http_404": 1}
     assert stats["kinds"] == {"page": 3, "sitemap": 1, "robots": 2}
@@ -194,7 +201,7 @@ async def test_postgres_migration_gives_old_rows_their_kind(fresh_postgres_url: 
                 (SITE + path, content_type, error, text, status),
             )
     async with await PostgresStore.connect(fresh_postgres_url) as store:
-        rows = [r async for r in store.iter_pages("j", kinds=frozenset(db.EXPORT_KINDS))]
+        rows = [r async for r in store.iter_pages("j", kinds=frozenset(export_rows.EXPORT_KINDS))]
     assert kinds_of(rows) == [
         ("page", "/"),
         ("sitemap", "/sitemap.xml"),

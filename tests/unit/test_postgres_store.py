@@ -17,6 +17,7 @@ from trawler.config import CrawlConfig
 from trawler.outage import OutageAbandoned, postgres_health
 from trawler.records import PageRecord
 from trawler.store import sqlite as db
+from trawler.store import sqlite_export as export_rows
 from trawler.store.pgschema import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -199,7 +200,7 @@ async def test_export_rows_match_the_embedded_store(store: PostgresStore, tmp_pa
     job_id = await store.create_job(CONFIG)
     await store.insert_pages(job_id, pages)
     for include_noindex in (True, False):
-        expected = list(db.iter_pages(conn, include_noindex))
+        expected = list(export_rows.iter_pages(conn, include_noindex))
         assert await rows(store, job_id, include_noindex) == expected
     assert list(expected[0]) == list(EXPORT_COLUMNS)
     assert len(expected) == 2
@@ -298,7 +299,7 @@ async def test_stats_have_the_embedded_shape(store: PostgresStore, tmp_path: Pat
     if hasattr(sqlite_store, "insert_attempts"):
         sqlite_store.insert_attempts(attempts)
     conn.commit()
-    expected = db.read_stats(conn)
+    expected = export_rows.read_stats(conn)
 
     job_id = await store.create_job(CONFIG, state="running")
     await store.store_batch(job_id, pages, attempts=attempts)

@@ -12,7 +12,8 @@ from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
 from trawler.store import search, sqlite_read
-from trawler.store.sqlite import NotTrawlerData, connect, iter_pages
+from trawler.store.sqlite import NotTrawlerData, connect
+from trawler.store.sqlite_export import iter_pages
 
 
 class SqliteJobReader:

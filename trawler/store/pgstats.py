@@ -1,5 +1,5 @@
 """The distributed store's read side for `trawler stats`: one job's numbers from
-PostgreSQL, in the shape of ``trawler.store.sqlite.read_stats``."""
+PostgreSQL, in the shape of ``trawler.store.sqlite_export.read_stats``."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ from trawler.store.kinds import (
 )
 from trawler.store.pgschema import migrate
 from trawler.store.pgstats import read_stats
-from trawler.store.sqlite import EXPORT_COLUMNS, PAGE_COLUMNS
+from trawler.store.sqlite import PAGE_COLUMNS
+from trawler.store.sqlite_export import EXPORT_COLUMNS
 
 if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
@@ -392,7 +393,7 @@ class PostgresStore:
                 yield row
 
     async def read_stats(self, job_id: str) -> dict:
-        """The shape of ``trawler.store.sqlite.read_stats`` for one job.
+        """The shape of ``trawler.store.sqlite_export.read_stats`` for one job.
 
         Numbers kept by the frontier (urls_discovered, urls_queued) are None
         here; the Redis frontier fills them in. ``hosts`` counts the hosts with

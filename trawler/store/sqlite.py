@@ -6,8 +6,9 @@ page metadata. The frontier and the page store share one connection so that
 a commit of pages, discovered links and acknowledgements is one transaction:
 that transaction is the crawl's commit point (docs/architecture.md).
 
-All methods run on the backend's single writer thread, except the read-only
-ones (export, stats), which open their own connection.
+All methods run on the backend's single writer thread. The read side of
+`trawler export` and `trawler stats` is in sqlite_export.py, on a read-only
+connection of its own.
 """
 
 from __future__ import annotations
@@ -21,15 +22,9 @@ from operator import attrgetter
 from pathlib import Path
 
 from trawler.config import CrawlConfig, stored_config
-from trawler.outcome import NOT_HTML
 from trawler.records import PageRecord, RobotsRecord
 from trawler.store.kinds import (
-    DEFAULT_EXPORT_KINDS,
-    EXPORT_KINDS,
-    ROBOTS,
     ROBOTS_COLUMNS,
-    merge_rows,
-    robots_export_row,
 )
 from trawler.store.search import ensure_search_schema
 from trawler.urls import seed_hosts
@@ -206,22 +201,22 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 def _add_page_kinds(conn: sqlite3.Connection) -> None:
     """Migrate a data directory from before kinds: sitemaps are named by `urls.kind`."""
-    if _has_column(conn, "pages", "kind"):
+    if has_column(conn, "pages", "kind"):
         return
     with conn:
         conn.execute("ALTER TABLE pages ADD COLUMN kind TEXT NOT NULL DEFAULT 'page'")
-        conn.execute(f"UPDATE pages SET kind = 'sitemap' WHERE {_IS_LISTED_SITEMAP}")
+        conn.execute(f"UPDATE pages SET kind = 'sitemap' WHERE {IS_LISTED_SITEMAP}")
 
 
 # Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.
-_IS_LISTED_SITEMAP = "url IN (SELECT url FROM urls WHERE kind = 'sitemap')"
+IS_LISTED_SITEMAP = "url IN (SELECT url FROM urls WHERE kind = 'sitemap')"
 
 
-def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
 
-def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+def has_table(conn: sqlite3.Connection, table: str) -> bool:
     sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
     return conn.execute(sql, (table,)).fetchone() is not None
 
@@ -377,100 +372,3 @@ class SqliteStore:
 
     def warc_positions(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT name, committed_bytes FROM warc_files"))
-
-
-# -- read side (own read-only connection) -------------------------------------
-
-EXPORT_COLUMNS = (
-    "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
-    "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
-    "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
-    "error", "warc_file", "warc_offset", "kind",
-)  # fmt: skip
-
-
-def iter_pages(
-    conn: sqlite3.Connection,
-    include_noindex: bool = False,
-    kinds: frozenset[str] = DEFAULT_EXPORT_KINDS,
-) -> Iterator[dict]:
-    """Stream export rows of these kinds: pages in commit order, robots.txt fetches
-    merged in by fetch time; memory stays flat however large the crawl."""
-    pages = _iter_page_rows(conn, include_noindex, kinds - {ROBOTS})
-    if ROBOTS not in kinds or not _has_table(conn, "robots_fetches"):
-        return pages
-    sql = f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches ORDER BY id"
-    robots = (robots_export_row(row, EXPORT_COLUMNS) for row in conn.execute(sql))
-    return merge_rows(pages, robots)
-
-
-def _iter_page_rows(
-    conn: sqlite3.Connection, include_noindex: bool, kinds: frozenset[str]
-) -> Iterator[dict]:
-    if not kinds:
-        return
-    kind = _kind_expression(conn)
-    wanted = ", ".join(f"'{name}'" for name in EXPORT_KINDS if name in kinds)  # known names
-    where = f"{kind} IN ({wanted})" + ("" if include_noindex else " AND NOT noindex")
-    columns = ", ".join(EXPORT_COLUMNS[:-1])
-    cursor = conn.execute(f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id")
-    for row in cursor:
-        record = dict(zip(EXPORT_COLUMNS, row, strict=True))
-        record["noindex"] = bool(record["noindex"])
-        yield record
-
-
-def _kind_expression(conn: sqlite3.Connection) -> str:
-    """The `kind` column, or, read-only in a data directory from before kinds, the same
-    answer from the URL table (a writer migrates: `_add_page_kinds`)."""
-    if _has_column(conn, "pages", "kind"):
-        return "kind"
-    return f"(CASE WHEN {_IS_LISTED_SITEMAP} THEN 'sitemap' ELSE 'page' END)"
-
-
-def _scalar(conn: sqlite3.Connection, sql: str) -> int:
-    return conn.execute(sql).fetchone()[0] or 0
-
-
-def _grouped(conn: sqlite3.Connection, column: str, table: str, where: str) -> dict[str, int]:
-    sql = f"SELECT {column}, count(*) FROM {table} WHERE {where} GROUP BY 1 ORDER BY 2 DESC"
-    return {str(key): count for key, count in conn.execute(sql)}
-
-
-def read_stats(conn: sqlite3.Connection) -> dict:
-    """Aggregate numbers for `trawler stats`."""
-    job = conn.execute(
-        "SELECT id, state, created_at, updated_at FROM jobs ORDER BY created_at DESC"
-    ).fetchone()
-    stats: dict = {"job": None}
-    if job is not None:
-        stats["job"] = dict(zip(("id", "state", "created_at", "updated_at"), job, strict=False))
-        try:
-            stats["job"]["seed_hosts"] = _scalar(conn, "SELECT count(*) FROM scope_hosts")
-        except sqlite3.OperationalError:  # a database of an older Trawler, read-only
-            stats["job"]["seed_hosts"] = None
-    stats["urls_discovered"] = _scalar(conn, "SELECT count(*) FROM urls")
-    stats["urls_queued"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {QUEUED}")
-    stats["pages_stored"] = _scalar(conn, "SELECT count(*) FROM pages")
-    stats["pages_ok"] = _scalar(conn, "SELECT count(*) FROM pages WHERE error IS NULL")
-    stats["bytes_downloaded"] = _scalar(conn, "SELECT sum(content_length) FROM pages")
-    stats["hosts"] = _scalar(conn, "SELECT count(DISTINCT host) FROM urls")
-    stats["status"] = _grouped(conn, "status", "pages", "status IS NOT NULL")
-    stats["errors"] = _grouped(conn, "error", "pages", "error IS NOT NULL")
-    # A non-HTML download is no error: counted apart (pages_stored = pages_ok + not_html
-    # + the errors).
-    stats["not_html"] = stats["errors"].pop(NOT_HTML, 0)
-    stats["kinds"] = _grouped(conn, _kind_expression(conn), "pages", "1")
-    robots = _has_table(conn, "robots_fetches") and _scalar(
-        conn, "SELECT count(*) FROM robots_fetches"
-    )
-    if robots:
-        stats["kinds"][ROBOTS] = robots
-    stats["skipped"] = _grouped(conn, "reason", "urls", f"state = {SKIPPED}")
-    stats["dead_letter"] = _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {DEAD}")
-    stats["fetch_attempts"] = _grouped(conn, "decision", "fetch_attempts", "1")
-    stats["counters"] = dict(conn.execute("SELECT name, value FROM counters ORDER BY name"))
-    first, last = conn.execute("SELECT min(fetched_at), max(fetched_at) FROM pages").fetchone()
-    if first is not None and last > first:
-        stats["pages_per_s"] = round(stats["pages_stored"] / (last - first), 1)
-    return stats

@@ -19,7 +19,8 @@ from trawler.config import CrawlConfig, stored_config
 from trawler.outcome import NOT_HTML
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
-from trawler.store.sqlite import DEAD, DONE, EXPORT_COLUMNS, QUEUED, SKIPPED, _kind_expression
+from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
+from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression
 from trawler.urls import host_key, origin
 
 URL_STATES = {QUEUED: "queued", DONE: "done", SKIPPED: "skipped", DEAD: "dead"}
@@ -104,7 +105,7 @@ def page_rows(
 ) -> tuple[list[dict], int]:
     """Export rows (``EXPORT_COLUMNS``) of the pages ``wanted`` keeps, in commit order,
     and how many there are in all."""
-    kind = _kind_expression(conn)
+    kind = kind_expression(conn)
     where, args = _page_where(wanted)
     if wanted.kind is not None:
         where += f" AND {kind} = ?"
