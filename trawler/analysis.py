@@ -41,8 +41,9 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import Outcome, page_outcome
 from trawler.parsers import ParserProcesses, SetupRef, new_pool
 from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.scope import Scope, TrapRules
 from trawler.sitemapflow import sitemap_outcome
-from trawler.urls import Normaliser, Scope, TrapRules
+from trawler.urls import Normaliser
 
 log = logging.getLogger("trawler")
 # Pages go to the worker in batches: per-call overhead (pickling, futures, thread

@@ -22,9 +22,10 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.robotscache import RobotsEntry
+from trawler.scope import Scope
 from trawler.sitemapflow import sitemaps_of_origin
 from trawler.store.base import UrlOutcome
-from trawler.urls import Scope, host_key
+from trawler.urls import host_key
 
 
 class Discovery:

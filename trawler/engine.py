@@ -41,9 +41,10 @@ from trawler.records import CrawlRequest, FetchResult, Progress
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
+from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
-from trawler.urls import Normaliser, Scope, TrapRules, host_key
+from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
 

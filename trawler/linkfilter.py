@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from trawler.dedup import url_fingerprint
 from trawler.records import CrawlRequest, Link
-from trawler.urls import Normaliser, Scope, TrapRules, host_key
+from trawler.scope import Scope, TrapRules
+from trawler.urls import Normaliser, host_key
 
 
 @dataclass(slots=True)

@@ -39,10 +39,11 @@ from trawler.outage import (
 )
 from trawler.politeness import PolitenessPolicy
 from trawler.records import Progress
+from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.postgres import PostgresStore
-from trawler.urls import Normaliser, Scope, TrapRules
+from trawler.urls import Normaliser
 
 log = logging.getLogger("trawler")
 IDLE_POLL_S = 2.0

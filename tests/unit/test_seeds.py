@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from trawler.config import CrawlConfig
+from trawler.scope import Scope
 from trawler.seeds import SeedError, spool_seeds
 from trawler.store import sqlite as db
-from trawler.urls import Normaliser, Scope
+from trawler.urls import Normaliser
 
 
 def test_spool_normalises_once_and_chunks(tmp_path: Path) -> None:

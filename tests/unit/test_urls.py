@@ -11,17 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trawler.config import DEFAULT_TRACKING_PARAMS
-from trawler.urls import (
-    DomainResolver,
-    Normaliser,
-    Scope,
-    TrapLimits,
-    TrapRules,
-    host_key,
-    normalise,
-    origin,
-    registrable_domain,
-)
+from trawler.scope import DomainResolver, Scope, TrapLimits, TrapRules, registrable_domain
+from trawler.urls import Normaliser, host_key, normalise, origin
 
 # --- normalise: table-driven, one rule per group ------------------------------
 
