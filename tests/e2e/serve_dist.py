@@ -18,10 +18,13 @@ HONOURED_S = 2.0  # the issue's bound
 WATCH_S = 4.0  # how long a stopped job's host is watched for requests
 
 
-def start_dist_serve(tmp: Path, redis: str, postgres: str, *args: str) -> ServeProcess:
-    """The server; ``--allow-private`` unless ``args`` are given (the site is on loopback)."""
+def start_dist_serve(
+    tmp: Path, redis: str, postgres: str, allow_private: bool = True
+) -> ServeProcess:
+    """The server (``--allow-private``: the test site is on loopback)."""
+    private = ["--allow-private"] if allow_private else []
     return start_serve(tmp / "unused-data", tmp / "serve.log", "--redis", redis,
-                       "--postgres", postgres, *(args or ("--allow-private",)))  # fmt: skip
+                       "--postgres", postgres, *private)  # fmt: skip
 
 
 def start_workers(tmp: Path, redis: str, postgres: str, count: int = 2) -> list[subprocess.Popen]:

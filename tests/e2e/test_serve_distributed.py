@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from tests.e2e.serve_dist import (
 )
 from tests.e2e.test_crawl import CLOCK_SLACK_S
 from tests.e2e.test_runner_controls import gaps_after
+from tests.servers import PostgresServer, start_redis
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,6 +60,7 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
         urls = exported_urls(client, job_id)
         assert len(urls) == len(set(urls)) and set(urls) == reachable(site)
         assert max(fetch_counts(site).values()) == 1, "a page fetched twice"
+        _check_export_as_cli(client, fresh_postgres_url, job_id)
         info = job(client, job_id)
         assert info["pages_crawled"] == len(urls) and info["urls_queued"] == 0
         listed = client.get("/api/v1/admin/workers").json()
@@ -70,6 +73,19 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
     assert "Traceback" not in serve.log()
 
 
+def _check_export_as_cli(client: httpx.Client, postgres: str, job_id: str) -> None:
+    """The API's export rows are `trawler export --postgres`'s, robots.txt rows included."""
+    for kinds in ("page,sitemap", "page,sitemap,robots"):
+        params = {"format": "jsonl", "kind": kinds.split(",")}
+        api = client.get(f"/api/v1/jobs/{job_id}/export", params=params).text
+        command = [*TRAWLER, "export", "--postgres", postgres, "--job", job_id, "--kind", kinds]
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        api_rows = [json.loads(line) for line in api.splitlines()]
+        assert api_rows == [json.loads(line) for line in out.stdout.splitlines()]
+        assert any(row["kind"] == "robots" for row in api_rows) == ("robots" in kinds)
+
+
 def _check_reads(serve: ServeProcess, job_id: str, site: Served, stored: int) -> None:
     client = serve.client()
     pages = client.get(f"/api/v1/jobs/{job_id}/pages", params={"limit": 5, "offset": 2}).json()
@@ -78,7 +94,7 @@ def _check_reads(serve: ServeProcess, job_id: str, site: Served, stored: int) ->
     one_host = client.get(f"/api/v1/jobs/{job_id}/pages", params={"host": host}).json()
     assert 0 < one_host["total"] < stored
     errors = client.get(f"/api/v1/jobs/{job_id}/errors").json()
-    assert errors["total"] == job(client, job_id)["errors"] if "total" in errors else True
+    assert errors["total"] == job(client, job_id)["errors"] == sum(errors["by_code"].values())
     url = pages["pages"][0]["url"]
     report = client.get("/api/v1/urls", params={"url": url, "job": job_id}).json()
     assert report["state"] == "done" and report["fetches"] and report["status"] == 200
@@ -212,11 +228,20 @@ def test_a_politeness_change_reaches_the_workers(
     assert len(slowed) >= 4 and min(slowed) >= 1.2 - CLOCK_SLACK_S, slowed
 
 
-def test_health_is_503_while_postgres_is_down(tmp_path: Path, redis_url: str, own_postgres) -> None:  # noqa: ANN001
-    serve = start_dist_serve(tmp_path, redis_url, own_postgres.url)
+def test_health_is_503_while_either_server_is_down(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    redis = start_redis(tmp_path / "redis")
+    serve = start_dist_serve(tmp_path, redis.url, own_postgres.url)
     try:
         client = serve.client()
         assert client.get("/health").status_code == 200
+        redis.stop()
+        assert client.get("/health").status_code == 503
+        for path in ("/api/v1/admin/workers", "/api/v1/admin/stats", "/metrics"):
+            assert client.get(path).status_code == 503, path
+        redis.start()
+        assert client.get("/health").status_code == 200, "back with Redis"
         own_postgres.halt()
         health = client.get("/health")
         assert health.status_code == 503 and health.json()["status"] == "unavailable"
@@ -224,6 +249,7 @@ def test_health_is_503_while_postgres_is_down(tmp_path: Path, redis_url: str, ow
             assert client.get(path).status_code == 503, path
     finally:
         serve.stop()
+        redis.stop()
     assert "Traceback" not in serve.log()
 
 
@@ -239,3 +265,55 @@ def test_bad_or_unreachable_servers_are_one_line_errors(tmp_path: Path, redis_ur
     assert_one_line_error(serve("--redis", "http://nope", "--postgres", pg), 2)
     assert_one_line_error(serve("--redis", redis_url), 2)
     assert "PostgreSQL" in assert_one_line_error(serve("--redis", redis_url, "--postgres", pg), 1)
+
+
+def test_schemathesis_finds_no_5xx_over_the_distributed_backend(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """Every operation fuzzed against the distributed server, with NO worker running:
+    jobs the fuzzer creates are recorded and queued, and nothing ever fetches them
+    (nor anything off loopback). 501 is the documented answer of search here."""
+    serve = start_dist_serve(tmp_path, redis_url, fresh_postgres_url, allow_private=False)
+    try:
+        answer = serve.client().post("/api/v1/jobs", json={"seeds": ["http://example.com/"]})
+        assert answer.status_code == 201, answer.text
+        job_id = answer.json()["id"]
+        config = tmp_path / "schemathesis.toml"
+        config.write_text(f'[parameters]\n"path.job_id" = "{job_id}"\n\n'
+                          '[checks.not_a_server_error]\n'
+                          'expected-statuses = ["2xx", "3xx", "4xx", "501"]\n')  # fmt: skip
+        checks = ("not_a_server_error,status_code_conformance,content_type_conformance,"
+                  "response_headers_conformance,response_schema_conformance")  # fmt: skip
+        cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
+               f"{serve.base}/openapi.json", "-H", f"Authorization: Bearer {serve.token}",
+               "--checks", checks, "--max-examples", "25", "--workers", "1", "--seed", "12",
+               "--phases", "examples,coverage,fuzzing", "--request-timeout", "20",
+               "--suppress-health-check", "all"]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    finally:
+        serve.stop()
+    report = "\n".join(line[:300] for line in out.stdout.splitlines() if "━" not in line)
+    assert out.returncode == 0, report[-8000:] + out.stderr[-2000:]
+    assert "1 failed" not in out.stdout and " passed" in out.stdout
+    assert "Traceback" not in serve.log(), serve.log()[-3000:]
+
+
+def test_text_no_row_can_hold_is_not_found_never_a_5xx(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    """PostgreSQL refuses NUL in text: a job id or host with one matches nothing
+    (404, or nothing found), never a 503 that would blame the store."""
+    serve = start_dist_serve(tmp_path, redis_url, fresh_postgres_url, allow_private=False)
+    try:
+        client = serve.client()
+        job_id = client.post("/api/v1/jobs", json={"seeds": ["http://example.com/"]}).json()["id"]
+        for path in ("/api/v1/jobs/a%00b", "/api/v1/jobs/a%00b/errors", "/api/v1/hosts?job=a%00",
+                     f"/api/v1/hosts/a%00b?job={job_id}", "/api/v1/jobs/a%00b/export"):  # fmt: skip
+            answer = client.get(path)
+            assert answer.status_code == 404, (path, answer.text)
+        assert client.post("/api/v1/jobs/a%00b/pause").status_code == 404
+        pages = client.get(f"/api/v1/jobs/{job_id}/pages", params={"host": "a\x00"})
+        assert pages.status_code == 200 and pages.json()["total"] == 0, pages.text
+    finally:
+        serve.stop()
+    assert "WARNING" not in serve.log(), serve.log()

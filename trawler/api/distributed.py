@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import redis
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from trawler.api.deps import StoreUnavailable
 from trawler.api.pgreader import SEARCH_LATER, PostgresJobReader
@@ -27,7 +27,7 @@ from trawler.config import CrawlConfig
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.redis_view import FrontierView
 from trawler.frontier.workers import WorkerRegistry
-from trawler.jobs.model import JobInfo, JobState
+from trawler.jobs.model import JobInfo, JobState, UnknownJob
 from trawler.jobs.postgres import PostgresJobStore
 from trawler.seeds import SeedSpool
 from trawler.store import postgres_read
@@ -35,7 +35,10 @@ from trawler.store.postgres import PostgresStore
 
 T = TypeVar("T")
 POOL_TIMEOUT_S = 3.0  # a read waits this long for a connection, then 503
-_DOWN = (psycopg.Error, PoolTimeout, redis.RedisError, OSError)
+# A server down or unreachable (PoolTimeout is an OperationalError): 503. Any other
+# error is a bug to see, not an outage to report.
+DOWN = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
+        redis.TimeoutError, OSError)  # fmt: skip
 
 
 class DistributedJobs:
@@ -76,6 +79,7 @@ class DistributedJobs:
         return await self._threaded(self._with_numbers, jobs), total
 
     async def get_job(self, job_id: str) -> JobInfo:
+        _check_id(job_id)
         info = await self._call(lambda: self.jobs.get(job_id))
         return (await self._threaded(self._with_numbers, [info]))[0]
 
@@ -89,10 +93,12 @@ class DistributedJobs:
         return await self.get_job(job_id)
 
     async def change_state(self, job_id: str, wanted: JobState) -> JobInfo:
+        _check_id(job_id)
         await self._call(lambda: self.jobs.transition(job_id, wanted, "api"))
         return await self.get_job(job_id)
 
     def reader(self, job_id: str) -> PostgresJobReader:
+        _check_id(job_id)
         return PostgresJobReader.open(self.pool, job_id, FrontierView(self.redis, job_id))
 
     async def check(self) -> None:
@@ -130,15 +136,21 @@ class DistributedJobs:
     async def _call(call: Callable[[], Awaitable[T]]) -> T:
         try:
             return await call()
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(_one_line(exc)) from None
 
     @staticmethod
     async def _threaded(fn: Callable[..., T], *args: Any) -> T:
         try:
             return await asyncio.to_thread(fn, *args)
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(_one_line(exc)) from None
+
+
+def _check_id(job_id: str) -> None:
+    """PostgreSQL text holds no NUL: an id with one names no job (rather than an error)."""
+    if "\x00" in job_id:
+        raise UnknownJob(job_id)
 
 
 async def _ping_redis(url: str) -> None:

@@ -11,6 +11,7 @@ Full-text search is not indexed in PostgreSQL yet (issue 17): ``search`` raises
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from types import TracebackType
 
@@ -28,7 +29,8 @@ from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
-_FAILURES = (psycopg.Error, redis.RedisError)
+_FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
+             redis.TimeoutError)  # fmt: skip
 
 
 class PostgresJobReader:
@@ -45,16 +47,16 @@ class PostgresJobReader:
 
         try:
             conn = pool.getconn()
-        except Exception as exc:  # PoolTimeout: the server is down
+        except psycopg.OperationalError as exc:  # PoolTimeout: the server is down
             raise StoreUnavailable(f"cannot read PostgreSQL: {exc}") from None
         try:
             conn.read_only = True
             row = conn.execute("SELECT config FROM jobs WHERE id = %s", (job_id,)).fetchone()
-        except psycopg.Error as exc:
-            pool.putconn(conn)
+        except _FAILURES as exc:
+            _give_back(pool, conn)
             raise StoreUnavailable(f"cannot read PostgreSQL: {exc}") from None
         if row is None:
-            pool.putconn(conn)
+            _give_back(pool, conn)
             raise UnknownJob(job_id)
         return cls(pool, conn, job_id, stored_config(row[0])[0], frontier)
 
@@ -71,12 +73,14 @@ class PostgresJobReader:
     def close(self) -> None:
         conn, self.conn = self.conn, None  # type: ignore[assignment]
         if conn is not None:
-            self.pool.putconn(conn)  # rolls the read transaction back
+            _give_back(self.pool, conn)
 
     def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
         return pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
 
     def pages(self, wanted: PageFilter, offset: int, limit: int) -> tuple[list[dict], int]:
+        if wanted.host is not None and "\x00" in wanted.host:
+            return [], 0  # PostgreSQL text holds no NUL: no page has that host
         return pg.page_rows(self.conn, self.job_id, wanted, offset, limit)
 
     def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
@@ -104,6 +108,8 @@ class PostgresJobReader:
         return [_host_row(host, queued[host], numbers.get(host)) for host in names], total
 
     def host_report(self, host: str) -> dict | None:
+        if "\x00" in host:
+            return None  # PostgreSQL text holds no NUL: no such host
         numbers = pg.host_numbers(self.conn, self.job_id, [host]).get(host)
         queued = self.frontier.host_queued([host])[host]
         if numbers is None and not queued:
@@ -131,6 +137,13 @@ class PostgresJobReader:
         totals["active_hosts"] = self.frontier.active_hosts()
         buckets, total_s, count = pg.fetch_durations(self.conn, self.job_id, bounds)
         return totals, buckets, total_s, count
+
+
+def _give_back(pool: ConnectionPool, conn: psycopg.Connection) -> None:
+    """End the read transaction, then return the connection (a broken one is dropped)."""
+    with contextlib.suppress(psycopg.Error):  # a broken one: the pool replaces it
+        conn.rollback()
+    pool.putconn(conn)
 
 
 def _host_row(host: str, queued: int, numbers: tuple | None) -> dict:

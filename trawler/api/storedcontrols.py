@@ -10,14 +10,13 @@ from dataclasses import asdict
 from typing import TypeVar
 
 import psycopg
-from psycopg_pool import PoolTimeout
 
 from trawler.api.deps import StoreUnavailable
 from trawler.jobs.controls import ControlStore
 from trawler.services import PolitenessSettings
 
 T = TypeVar("T")
-_DOWN = (psycopg.Error, PoolTimeout, OSError)
+_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, OSError)  # PoolTimeout included
 
 
 class StoredControls:
