@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -174,6 +175,7 @@ class Worker:
         self._backend: DistributedBackend | None = None
         self._pages_before = 0  # the job's pages stored when this worker joined it
         self._beat_done = asyncio.Event()
+        self._started = time.monotonic()
 
     def stop(self) -> None:
         self.stopping = True
@@ -298,14 +300,15 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), HEARTBEAT_S)
 
-    def _beat(self) -> tuple[str, str | None, int, str | None]:
-        """(state, job, pages done, current host) for the next heartbeat."""
+    def _beat(self) -> tuple[str, str | None, int, str | None, float]:
+        """(state, job, pages done, current host, uptime) for the next heartbeat."""
         crawler, backend = self.crawler, self._backend
+        uptime_s = time.monotonic() - self._started
         if crawler is None or backend is None:
-            return "idle", self._job_id, self.pages_done, None
+            return "idle", self._job_id, self.pages_done, None, uptime_s
         done = self.pages_done + crawler.pages_stored - self._pages_before
         host = backend.frontier.current_host if backend.frontier is not None else None
-        return "live", self._job_id, done, host
+        return "live", self._job_id, done, host, uptime_s
 
     async def _leave(self, registry: WorkerRegistry) -> None:
         """Listed as gone from now on; if Redis is down, the beat goes stale instead."""

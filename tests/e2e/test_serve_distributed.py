@@ -66,6 +66,7 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
         listed = client.get("/api/v1/admin/workers").json()
         assert {w["id"] for w in listed} == {"w0", "w1"}
         assert {w["pages"] for w in listed} != {0}, "the workers shared the crawl"
+        assert all(w["uptime_s"] > 1 and w["state"] == "idle" for w in listed), listed
         _check_reads(serve, job_id, site, len(urls))
         _check_cli_agrees(redis_url, fresh_postgres_url, client, job_id)
     finally:
@@ -253,7 +254,9 @@ def test_health_is_503_while_either_server_is_down(
     assert "Traceback" not in serve.log()
 
 
-def test_bad_or_unreachable_servers_are_one_line_errors(tmp_path: Path, redis_url: str) -> None:
+def test_bad_or_unreachable_servers_are_one_line_errors(
+    redis_url: str, fresh_postgres_url: str
+) -> None:
     from tests.e2e.cli_checks import assert_one_line_error
     from tests.servers import free_port
 
@@ -261,10 +264,14 @@ def test_bad_or_unreachable_servers_are_one_line_errors(tmp_path: Path, redis_ur
         return subprocess.run([*TRAWLER, "serve", "--port", "0", *args],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
 
-    pg = f"postgresql://127.0.0.1:{free_port()}/x"
-    assert_one_line_error(serve("--redis", "http://nope", "--postgres", pg), 2)
+    no_pg = f"postgresql://127.0.0.1:{free_port()}/x"
+    no_redis = f"redis://127.0.0.1:{free_port()}/0"
+    assert_one_line_error(serve("--redis", "http://nope", "--postgres", fresh_postgres_url), 2)
     assert_one_line_error(serve("--redis", redis_url), 2)
-    assert "PostgreSQL" in assert_one_line_error(serve("--redis", redis_url, "--postgres", pg), 1)
+    down = assert_one_line_error(serve("--redis", redis_url, "--postgres", no_pg), 1)
+    assert "PostgreSQL" in down
+    down = assert_one_line_error(serve("--redis", no_redis, "--postgres", fresh_postgres_url), 1)
+    assert "Redis" in down
 
 
 def test_schemathesis_finds_no_5xx_over_the_distributed_backend(

@@ -113,7 +113,8 @@ class DistributedJobs:
         now = time.time()
         return [
             {"id": w.worker_id, "state": w.state, "current_url": w.current_host,
-             "pages": w.pages_done, "uptime_s": 0.0, "last_heartbeat": round(now - w.age_s, 3)}
+             "pages": w.pages_done, "uptime_s": w.uptime_s,
+             "last_heartbeat": round(now - w.age_s, 3)}
             for w in sorted(found, key=lambda w: w.worker_id)
         ]  # fmt: skip
 
