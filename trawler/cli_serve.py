@@ -3,7 +3,9 @@
 Listens on 127.0.0.1:8080 unless told otherwise. Every /api/v1 request needs
 the bearer token: ``--token``, else ``TRAWLER_TOKEN``, else one made up now and
 printed once. A non-loopback address is refused without a token of the user's
-own (exit 2): a printed token is for the person at this machine.
+own (exit 2): a printed token is for the person at this machine. With
+``--redis`` and ``--postgres`` it serves the distributed jobs instead
+(cli_servedist.py).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def serve(
     redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="Redis URL: serve the distributed jobs (with --postgres), crawled by `trawler worker`s.")] = None,
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="PostgreSQL URL of the distributed jobs (with --redis).")] = None,
 ) -> None:  # fmt: skip
-    """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) over DATA's jobs."""
+    """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) over DATA's jobs,
+    or over the distributed jobs of --redis and --postgres (crawled by `trawler worker`s)."""
     import uvicorn
 
     from trawler.api.app import create_app
