@@ -3,7 +3,9 @@
 Listens on 127.0.0.1:8080 unless told otherwise. Every /api/v1 request needs
 the bearer token: ``--token``, else ``TRAWLER_TOKEN``, else one made up now and
 printed once. A non-loopback address is refused without a token of the user's
-own (exit 2): a printed token is for the person at this machine.
+own (exit 2): a printed token is for the person at this machine. With
+``--redis`` and ``--postgres`` it serves the distributed jobs instead
+(cli_servedist.py).
 """
 
 from __future__ import annotations
@@ -12,11 +14,18 @@ import ipaddress
 import secrets
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from trawler.cli_common import DEFAULT_DATA, EXIT_FAILED, DataOpt, fail
+from trawler.cli_common import (
+    DEFAULT_DATA,
+    EXIT_FAILED,
+    DataOpt,
+    check_postgres_url,
+    check_redis_url,
+    fail,
+)
 
 MAX_REQUEST_HEAD_BYTES = 256 * 1024
 
@@ -40,8 +49,11 @@ def serve(
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free one).")] = 8080,
     token: Annotated[str | None, typer.Option(envvar="TRAWLER_TOKEN", help="Bearer token of /api/v1 [made up and printed once].", show_default=False)] = None,
     allow_private: Annotated[bool, typer.Option("--allow-private", help="Jobs may ask to fetch loopback/private addresses.")] = False,
+    redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="Redis URL: serve the distributed jobs (with --postgres), crawled by `trawler worker`s.")] = None,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="PostgreSQL URL of the distributed jobs (with --redis).")] = None,
 ) -> None:  # fmt: skip
-    """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) over DATA's jobs."""
+    """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) over DATA's jobs,
+    or over the distributed jobs of --redis and --postgres (crawled by `trawler worker`s)."""
     import uvicorn
 
     from trawler.api.app import create_app
@@ -52,9 +64,17 @@ def serve(
         fail("--token must have at least 8 characters")
     if token is None and not is_loopback(host):
         fail(f"refusing to listen on {host} without a token: give --token or TRAWLER_TOKEN")
-    if data.exists() and not data.is_dir():
+    if (redis is None) != (postgres is None):
+        fail("--redis and --postgres go together (the distributed jobs)")
+    if redis is None and data.exists() and not data.is_dir():
         fail(f"--data {data} is not a directory")
     sock = _bind(host, port)
+    if redis is not None and postgres is not None:
+        from trawler.cli_servedist import serve_distributed
+
+        # A token made up here is printed once both servers answered (serve_distributed).
+        settings = ApiSettings((token or secrets.token_urlsafe(24)).strip(), allow_private)
+        return serve_distributed(redis, postgres, settings, sock, uvicorn_config, token is None)
     if token is None:
         token = secrets.token_urlsafe(24)
         typer.echo(f"API token (shown once): {token}", err=True)
@@ -62,13 +82,18 @@ def serve(
     bound = sock.getsockname()
     where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     typer.echo(f"listening on http://{where}:{bound[1]} (data: {data})", err=True)
-    config = uvicorn.Config(
+    uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
+
+
+def uvicorn_config(app: Any) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", http="h11",
         # A request head may be this long: the longest query the schema allows (an
         # 8,192-character URL, each character percent-encoded UTF-8) fits.
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )  # fmt: skip
-    uvicorn.Server(config).run(sockets=[sock])
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -9,6 +9,10 @@ is retried with back-off (outage.py), one log line says a service is lost and
 one that it is back. Told to stop (SIGTERM) during an outage, it gives up what
 it has not committed and exits at once. It beats for its whole life, idle or
 crawling, and marks itself gone when it exits (frontier/workers.py).
+
+While it crawls, a worker follows its job's state (pause, resume, cancel:
+jobs/follow.py) and the operators' controls in PostgreSQL (blocklist and
+politeness: jobs/controls.py), each polled every 0.5 s.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,9 +31,11 @@ from trawler.engine import Crawler
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.workers import HEARTBEAT_S, WorkerRegistry, WorkerStatus
+from trawler.jobs.controls import ControlStore, apply_controls, follow_controls
 from trawler.jobs.follow import Controls, follow_job
 from trawler.jobs.model import InvalidTransition, JobState
 from trawler.jobs.postgres import PostgresJobStore
+from trawler.jobs.postgres_controls import PostgresControlStore
 from trawler.linkfilter import LinkFilter
 from trawler.outage import (
     OutageAbandoned,
@@ -41,6 +48,7 @@ from trawler.politeness import PolitenessPolicy
 from trawler.records import Progress
 from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
+from trawler.services import Services
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.postgres import PostgresStore
 from trawler.urls import Normaliser
@@ -75,22 +83,29 @@ async def submit_job(
     seeding: workers that join it add none."""
     store = await PostgresStore.connect(postgres_url)
     try:
-        # The job's row (and its scope) is committed only once its seeds are in
-        # Redis: a submit that fails half-way leaves no job for workers to find.
-        async with store.creating_job(config, "running", sorted(seeds.hosts)) as job_id:
-            frontier = await _frontier(redis_url, job_id)
-            try:
-                scope = Scope.from_hosts(config.scope, seeds.hosts)
-                links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(),
-                                   config.max_depth, lambda _u: None)  # fmt: skip
-                for chunk in seeds.chunks():
-                    requests = [links.request(url, 0, None) for url in chunk]
-                    await frontier.commit(await frontier.filter_new(requests), [])
-            finally:
-                await frontier.aclose()
-        return job_id
+        return await seed_job(store, redis_url, config, seeds)
     finally:
         await store.close()
+
+
+async def seed_job(
+    store: PostgresStore, redis_url: str, config: CrawlConfig, seeds: SeedSpool
+) -> str:
+    """``submit_job`` on an open store (`trawler serve --redis --postgres` keeps one)."""
+    # The job's row (and its scope) is committed only once its seeds are in
+    # Redis: a submit that fails half-way leaves no job for workers to find.
+    async with store.creating_job(config, "running", sorted(seeds.hosts)) as job_id:
+        frontier = await _frontier(redis_url, job_id)
+        try:
+            scope = Scope.from_hosts(config.scope, seeds.hosts)
+            links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(),
+                               config.max_depth, lambda _u: None)  # fmt: skip
+            for chunk in seeds.chunks():
+                requests = [links.request(url, 0, None) for url in chunk]
+                await frontier.commit(await frontier.filter_new(requests), [])
+        finally:
+            await frontier.aclose()
+    return job_id
 
 
 async def job_work(
@@ -134,6 +149,15 @@ async def _pick_job(
     return None
 
 
+async def _services_under_controls(config: CrawlConfig, store: ControlStore) -> Services:
+    """The crawl's services (its own, as a `trawler crawl`'s), under the operators'
+    controls from the start: a blocked domain gets no first request."""
+    state = await store.state()
+    services = Services(connection_limit=config.concurrency, parse_processes=config.parse_processes)
+    apply_controls(state, services)
+    return services
+
+
 async def _end_state(jobs: PostgresJobStore, job_id: str, state: JobState, reason: str) -> None:
     """A change made unless another process changed the job first (paused, cancelled it)."""
     with contextlib.suppress(InvalidTransition):
@@ -153,6 +177,7 @@ class Worker:
         self._backend: DistributedBackend | None = None
         self._pages_before = 0  # the job's pages stored when this worker joined it
         self._beat_done = asyncio.Event()
+        self._started = time.monotonic()
 
     def stop(self) -> None:
         self.stopping = True
@@ -225,17 +250,28 @@ class Worker:
             options.lease_timeout_s, self.redis_health,
         )  # fmt: skip
         self._job_id, self._backend = job_id, backend
-        self.crawler = crawler = Crawler(config, backend, on_progress=self.on_progress)
+        controls_store = PostgresControlStore(store)
+        services = await _services_under_controls(config, controls_store)
+        self.crawler = crawler = Crawler(
+            config, backend, on_progress=self.on_progress, services=services
+        )
         # Paused or cancelled elsewhere: this worker leaves the job (in-flight requests
         # finish and are committed); a resumed job is picked again like any other.
         controls = Controls(pause=crawler.stop, resume=lambda: None, stop=crawler.stop)
-        following = asyncio.create_task(follow_job(partial(jobs.state, job_id), controls))
+        following = [
+            asyncio.create_task(follow_job(partial(jobs.state, job_id), controls)),
+            asyncio.create_task(
+                follow_controls(controls_store, services, crawler.apply_politeness)
+            ),
+        ]
         try:
             complete = await crawler.run(self._pages_before)
         finally:
-            following.cancel()
+            for task in following:
+                task.cancel()
             self.pages_done += crawler.pages_stored - self._pages_before
             self.crawler = None
+            await services.close()
             await backend.close()  # already closed unless the crawl could not start
         if complete:
             await _end_state(jobs, job_id, JobState.FINISHED, "complete")
@@ -266,14 +302,15 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), HEARTBEAT_S)
 
-    def _beat(self) -> tuple[str, str | None, int, str | None]:
-        """(state, job, pages done, current host) for the next heartbeat."""
+    def _beat(self) -> tuple[str, str | None, int, str | None, float]:
+        """(state, job, pages done, current host, uptime) for the next heartbeat."""
         crawler, backend = self.crawler, self._backend
+        uptime_s = time.monotonic() - self._started
         if crawler is None or backend is None:
-            return "idle", self._job_id, self.pages_done, None
+            return "idle", self._job_id, self.pages_done, None, uptime_s
         done = self.pages_done + crawler.pages_stored - self._pages_before
         host = backend.frontier.current_host if backend.frontier is not None else None
-        return "live", self._job_id, done, host
+        return "live", self._job_id, done, host, uptime_s
 
     async def _leave(self, registry: WorkerRegistry) -> None:
         """Listed as gone from now on; if Redis is down, the beat goes stale instead."""

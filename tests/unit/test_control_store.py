@@ -15,9 +15,19 @@ from trawler.jobs.embedded_controls import EmbeddedControlStore
 from trawler.services import PolitenessSettings, Services
 
 
-@pytest.fixture(params=["embedded"])
+@pytest.fixture(params=["embedded", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ControlStore]:
-    yield EmbeddedControlStore(tmp_path / "data")
+    if request.param == "embedded":
+        yield EmbeddedControlStore(tmp_path / "data")
+        return
+    from trawler.jobs.postgres_controls import PostgresControlStore
+    from trawler.store.postgres import PostgresStore
+
+    pg = await PostgresStore.connect(request.getfixturevalue("fresh_postgres_url"))
+    try:
+        yield PostgresControlStore(pg)
+    finally:
+        await pg.close()
 
 
 async def test_a_new_store_blocks_nothing_and_sets_nothing(store: ControlStore) -> None:

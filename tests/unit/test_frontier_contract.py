@@ -422,9 +422,10 @@ class TestRedisFrontier(FrontierContract):
     async def test_heartbeats_list_workers(self, make) -> None:
         h = await make(worker_id="alpha")
         registry = WorkerRegistry(h.frontier.redis)
-        await registry.heartbeat("alpha", "live", "job1", 12, "a.test")
+        await registry.heartbeat("alpha", "live", "job1", 12, "a.test", 30.0)
         [worker] = await registry.list()
         assert (worker.worker_id, worker.job_id, worker.pages_done) == ("alpha", "job1", 12)
+        assert 30.0 <= worker.uptime_s < 35
         assert worker.current_host == "a.test" and 0 <= worker.age_s < 5
         assert (worker.state, worker.gone_since) == ("live", None)
 

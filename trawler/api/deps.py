@@ -35,6 +35,10 @@ class JobControlUnavailable(RuntimeError):
     """This server cannot start or steer jobs (no runner): the API answers 501."""
 
 
+class SearchUnavailable(JobControlUnavailable):
+    """This backend has no full-text index (the API answers 501)."""
+
+
 class StoreUnavailable(RuntimeError):
     """The job store cannot be read (the API answers 503); the message says why."""
 

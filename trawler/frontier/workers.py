@@ -11,7 +11,7 @@ scripts, the beat's and the listing's alike: an age is the difference of two
 readings of one clock, never the difference of two machines' estimates.
 
     trawler:workers   HASH  worker id -> JSON {job, state, pages_done,
-                            current_host, last_seen_ms[, gone_ms]}
+                            current_host, uptime_s, last_seen_ms[, gone_ms]}
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class WorkerStatus:
     current_host: str | None
     age_s: float  # since the last heartbeat
     gone_since: float | None  # Unix time (s) of the clean exit or of the last beat
+    uptime_s: float = 0.0  # how long it has run (to its last beat, when gone)
 
 
 class WorkerRegistry:
@@ -110,12 +111,14 @@ class WorkerRegistry:
         job_id: str | None,
         pages_done: int,
         current_host: str | None,
+        uptime_s: float = 0.0,
     ) -> None:
         beat = {
             "job": job_id,
             "state": state,
             "pages_done": pages_done,
             "current_host": current_host,
+            "uptime_s": round(uptime_s, 3),
         }
         args = [worker_id, json.dumps(beat)]
         await guarded(self.health, lambda: self._beat(keys=[self._key], args=args))
@@ -140,10 +143,12 @@ def _status(worker_id: str, beat: dict, now_ms: int) -> WorkerStatus:
     state, gone_ms = beat.get("state", "live"), beat.get("gone_ms")
     if state != "gone" and now_ms - last_ms > _ms(GONE_AFTER_S):
         state, gone_ms = "gone", last_ms  # stopped beating: killed, or its machine lost
+    age_s = (now_ms - last_ms) / 1000
+    uptime_s = float(beat.get("uptime_s", 0.0)) + (age_s if state != "gone" else 0.0)
     return WorkerStatus(
         worker_id, state, beat.get("job"), int(beat.get("pages_done", 0)),
-        beat.get("current_host"), (now_ms - last_ms) / 1000,
-        None if gone_ms is None else gone_ms / 1000,
+        beat.get("current_host"), age_s, None if gone_ms is None else gone_ms / 1000,
+        round(uptime_s, 3),
     )  # fmt: skip
 
 

@@ -54,6 +54,25 @@ INSERT INTO job_events (job_id, from_state, to_state, at, reason)
     FROM jobs ORDER BY created_at;
 """
 
+# The operators' controls every worker obeys (jobs/postgres_controls.py): the domain
+# blocklist, and one row of politeness settings with a version that moves on each
+# change of either, so that a worker polls one number.
+CONTROLS = """
+CREATE TABLE blocklist (
+    domain text PRIMARY KEY,        -- blocklist.blocklist_domain's canonical form
+    reason text NOT NULL DEFAULT '',
+    added_at double precision NOT NULL  -- Unix time
+);
+CREATE TABLE operator_settings (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    version bigint NOT NULL DEFAULT 0,
+    delay_s double precision,       -- NULL: each job keeps its own
+    max_crawl_delay_s double precision,
+    concurrency integer
+);
+INSERT INTO operator_settings DEFAULT VALUES;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -124,6 +143,8 @@ MIGRATIONS: tuple[str, ...] = (
     SCOPE_HOSTS,
     # 5: job states and events: see JOB_EVENTS.
     JOB_EVENTS,
+    # 6: operators' blocklist and politeness: see CONTROLS.
+    CONTROLS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

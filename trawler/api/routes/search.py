@@ -7,15 +7,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from trawler.api.deps import JobService, NoCrawlData, Service, unix
+from trawler.api.deps import JobService, NoCrawlData, SearchUnavailable, Service, unix
 from trawler.api.routes.jobs import NOT_FOUND
-from trawler.api.schemas import SearchResult, SearchResults
+from trawler.api.schemas import Problem, Responses, SearchResult, SearchResults
 
 router = APIRouter(tags=["search"])
 JOBS_SEARCHED_MAX = 1000
 
 
-@router.get("/search", response_model=SearchResults, responses=NOT_FOUND)
+NO_INDEX: Responses = {
+    501: {"model": Problem, "description": "This backend has no full-text index"}
+}
+
+
+@router.get("/search", response_model=SearchResults, responses={**NOT_FOUND, **NO_INDEX})
 async def search(
     service: Service,
     q: Annotated[
@@ -28,6 +33,8 @@ async def search(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10,
 ) -> SearchResults:
     """Best match first; noindex pages and duplicates left out, as `trawler search`."""
+    if not getattr(service, "searchable", True):  # whatever the jobs: the backend can't
+        raise SearchUnavailable(getattr(service, "search_unavailable", "no full-text index"))
     if job is not None:
         job_ids = [(await service.get_job(job)).id]
     else:

@@ -1,0 +1,155 @@
+"""``JobReader`` over PostgreSQL and the job's shared frontier in Redis (the
+distributed backend), for one request: a pooled connection in one read-only
+transaction (one snapshot; server-side cursors for the export), and a Redis view
+for the numbers only the frontier has. Each method is one read of
+store/postgres_read.py; this class binds them to the job and turns a failing
+server into ``StoreUnavailable``.
+
+Full-text search is not indexed in PostgreSQL yet (issue 17): ``search`` raises
+``SearchUnavailable`` (501).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from types import TracebackType
+
+import psycopg
+import redis
+from psycopg_pool import ConnectionPool
+
+from trawler.api.deps import SearchUnavailable, StoreUnavailable
+from trawler.config import CrawlConfig
+from trawler.frontier.redis_view import FrontierView
+from trawler.jobs.model import UnknownJob
+from trawler.store import postgres_read as pg
+from trawler.store.search import SearchHit
+from trawler.store.sqlite_read import PageFilter
+from trawler.urls import host_key
+
+SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
+_FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
+             redis.TimeoutError)  # fmt: skip
+
+
+class PostgresJobReader:
+    def __init__(
+        self, pool: ConnectionPool, conn: psycopg.Connection, job_id: str,
+        config: CrawlConfig, frontier: FrontierView,
+    ) -> None:  # fmt: skip
+        self.pool, self.conn = pool, conn
+        self.job_id, self.config, self.frontier = job_id, config, frontier
+
+    @classmethod
+    def open(cls, pool: ConnectionPool, job_id: str, frontier: FrontierView) -> PostgresJobReader:
+        from trawler.config import stored_config
+
+        try:
+            conn = pool.getconn()
+        except psycopg.OperationalError as exc:  # PoolTimeout: the server is down
+            raise StoreUnavailable(f"cannot read PostgreSQL: {exc}") from None
+        try:
+            conn.read_only = True
+            row = conn.execute("SELECT config FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        except _FAILURES as exc:
+            _give_back(pool, conn)
+            raise StoreUnavailable(f"cannot read PostgreSQL: {exc}") from None
+        if row is None:
+            _give_back(pool, conn)
+            raise UnknownJob(job_id)
+        return cls(pool, conn, job_id, stored_config(row[0])[0], frontier)
+
+    def __enter__(self) -> PostgresJobReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+        if isinstance(exc, _FAILURES):  # a server failed under us: the store's fault
+            raise StoreUnavailable(f"cannot read the data of job {self.job_id}: {exc}") from exc
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None  # type: ignore[assignment]
+        if conn is not None:
+            _give_back(self.pool, conn)
+
+    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
+        return pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
+
+    def pages(self, wanted: PageFilter, offset: int, limit: int) -> tuple[list[dict], int]:
+        if wanted.host is not None and "\x00" in wanted.host:
+            return [], 0  # PostgreSQL text holds no NUL: no page has that host
+        return pg.page_rows(self.conn, self.job_id, wanted, offset, limit)
+
+    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
+        return pg.error_rows(self.conn, self.job_id, limit)
+
+    def search(
+        self, query: str, limit: int, host: str | None, since: float | None, until: float | None
+    ) -> tuple[list[SearchHit], int]:
+        raise SearchUnavailable(SEARCH_LATER)
+
+    def url_report(self, url: str) -> dict:
+        stored = pg.url_report(self.conn, self.job_id, url)
+        report = stored or {
+            "state": "unseen", "depth": None, "skip_reason": None, "kind": None,
+            "parent_url": None, "status": None, "content_sha256": None, "error": None,
+            "fetched_at": None, "fetches": [], "outbound_links": None, "inbound_links": 0,
+            "urls_discovered": 0,
+        }  # fmt: skip
+        return {"url": url, "host": host_key(url), **report, "robots": None}
+
+    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]:
+        names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)
+        numbers = pg.host_numbers(self.conn, self.job_id, names)
+        queued = self.frontier.host_queued(names)
+        return [_host_row(host, queued[host], numbers.get(host)) for host in names], total
+
+    def host_report(self, host: str) -> dict | None:
+        if "\x00" in host:
+            return None  # PostgreSQL text holds no NUL: no such host
+        numbers = pg.host_numbers(self.conn, self.job_id, [host]).get(host)
+        queued = self.frontier.host_queued([host])[host]
+        if numbers is None and not queued:
+            return None
+        report = _host_row(host, queued, numbers)
+        config = self.config
+        report["interval_s"] = config.delay_s  # the job's; Crawl-delay and back-off: Redis's
+        report["politeness"] = dict.fromkeys(
+            ("last_sent_at", "next_allowed_at", "crawl_delay_s", "backoff_s", "failures",
+             "paused_until"))  # fmt: skip
+        report["robots"] = pg.host_robots(self.conn, self.job_id, host)
+        return report
+
+    def activity(self, now: float) -> dict:
+        found = pg.activity(self.conn, self.job_id, now)
+        found["queue"]["pending"] = self.frontier.queued()
+        return found
+
+    def per_second(self, start: float, end: float) -> list[tuple]:
+        return pg.per_second(self.conn, self.job_id, start, end)
+
+    def metric_numbers(self, bounds: tuple[float, ...]) -> tuple[dict, list, float, int]:
+        totals = pg.metric_numbers(self.conn, self.job_id)
+        totals["frontier"] = self.frontier.queued()
+        totals["active_hosts"] = self.frontier.active_hosts()
+        buckets, total_s, count = pg.fetch_durations(self.conn, self.job_id, bounds)
+        return totals, buckets, total_s, count
+
+
+def _give_back(pool: ConnectionPool, conn: psycopg.Connection) -> None:
+    """End the read transaction, then return the connection (a broken one is dropped)."""
+    with contextlib.suppress(psycopg.Error):  # a broken one: the pool replaces it
+        conn.rollback()
+    pool.putconn(conn)
+
+
+def _host_row(host: str, queued: int, numbers: tuple | None) -> dict:
+    fetched, failed, mean_s = numbers or (0, 0, None)
+    return {
+        "host": host, "queued": queued, "fetched": fetched, "errors": failed or 0,
+        "error_rate": round((failed or 0) / fetched, 4) if fetched else 0.0,
+        "mean_response_s": round(mean_s, 4) if mean_s is not None else None,
+    }  # fmt: skip

@@ -1,0 +1,251 @@
+"""The distributed store's read side for the API: one job's data in PostgreSQL.
+
+The counterpart of sqlite_read.py over the ``pages``, ``fetch_attempts``,
+``counters`` and ``robots_fetches`` tables, on a plain (blocking) psycopg
+connection: the API calls these on a worker thread (api/pgreader.py). Each
+function returns the same shapes as its SQLite twin. What only the frontier
+knows (URLs queued, per host) lives in Redis: the caller adds it.
+
+``export_rows`` gives the rows of `trawler export --postgres` (store/postgres.py
+``iter_pages``: the same columns, order and robots.txt merge).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from trawler.outcome import NOT_HTML
+from trawler.store.kinds import EXPORT_KINDS, ROBOTS, ROBOTS_COLUMNS, merge_rows, robots_export_row
+from trawler.store.sqlite import EXPORT_COLUMNS
+from trawler.store.sqlite_read import PAGE_ROWS_MAX, PageFilter
+
+FAILED = f"error IS NOT NULL AND error <> '{NOT_HTML}'"
+
+
+def _one(conn: psycopg.Connection, sql: str, args: tuple | list = ()) -> Any:
+    row = conn.execute(sql, args).fetchone()
+    return row[0] if row is not None and row[0] is not None else 0
+
+
+def export_rows(
+    conn: psycopg.Connection, job_id: str, include_noindex: bool, kinds: frozenset[str]
+) -> Iterator[dict]:
+    """Export rows in commit order, robots.txt fetches merged in by fetch time, through
+    server-side cursors in the connection's transaction: flat memory for any size."""
+    page_kinds = [name for name in EXPORT_KINDS if name in kinds and name != ROBOTS]
+    where = "job_id = %s AND kind = ANY(%s)" + ("" if include_noindex else " AND NOT noindex")
+    pages = _stream(
+        conn, f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where} ORDER BY id",
+        (job_id, page_kinds),
+    )  # fmt: skip
+    rows: Iterator[dict] = (dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in pages)
+    if ROBOTS in kinds:
+        robots = _stream(
+            conn, f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches"
+            " WHERE job_id = %s ORDER BY id", (job_id,),
+        )  # fmt: skip
+        rows = merge_rows(rows, (robots_export_row(values, EXPORT_COLUMNS) for values in robots))
+    return rows
+
+
+def _stream(conn: psycopg.Connection, sql: str, args: tuple) -> Iterator[tuple]:
+    with conn.cursor(name=f"api_{uuid.uuid4().hex[:8]}") as cursor:
+        cursor.itersize = 1000
+        cursor.execute(sql, args)
+        yield from cursor
+
+
+def page_rows(
+    conn: psycopg.Connection, job_id: str, wanted: PageFilter, offset: int, limit: int
+) -> tuple[list[dict], int]:
+    """Export rows of the pages ``wanted`` keeps, in commit order, and how many in all."""
+    clauses = ["job_id = %s"]
+    args: list[Any] = [job_id]
+    for sql, value in (("host = %s", wanted.host), ("status = %s", wanted.status),
+                       ("kind = %s", wanted.kind), ("fetched_at >= %s", wanted.since),
+                       ("fetched_at < %s", wanted.until)):  # fmt: skip
+        if value is not None:
+            clauses.append(sql)
+            args.append(value)
+    if wanted.failed is not None:
+        clauses.append(FAILED if wanted.failed else f"NOT ({FAILED})")
+    where = " AND ".join(clauses)
+    total = int(_one(conn, f"SELECT count(*) FROM pages WHERE {where}", args))
+    cursor = conn.execute(
+        f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where}"
+        " ORDER BY id LIMIT %s OFFSET %s",
+        (*args, min(limit, PAGE_ROWS_MAX), offset),
+    )
+    return [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in cursor], total
+
+
+def error_rows(conn: psycopg.Connection, job_id: str, limit: int) -> tuple[list[dict], dict]:
+    """The ``limit`` latest failed fetches, newest first, and the count of each error code."""
+    names = ("url", "error", "status", "fetched_at", "attempts", "host")
+    cursor = conn.execute(
+        f"SELECT {', '.join(names)} FROM pages WHERE job_id = %s AND {FAILED}"
+        " ORDER BY id DESC LIMIT %s",
+        (job_id, limit),
+    )
+    latest = [dict(zip(names, row, strict=True)) for row in cursor]
+    counts = conn.execute(
+        f"SELECT error, count(*) FROM pages WHERE job_id = %s AND {FAILED}"
+        " GROUP BY 1 ORDER BY 2 DESC, 1",
+        (job_id,),
+    )
+    return latest, {code: count for code, count in counts}
+
+
+def url_report(conn: psycopg.Connection, job_id: str, url: str) -> dict | None:
+    """What PostgreSQL knows of a normalised URL: its stored page and fetch history,
+    and how many stored pages it led to. None when nothing is stored of it."""
+    page = conn.execute(
+        "SELECT status, content_sha256, links_count, error, fetched_at, depth, parent_url,"
+        " kind, host FROM pages WHERE job_id = %s AND url = %s",
+        (job_id, url),
+    ).fetchone()
+    names = ("attempt", "started_at", "duration_s", "status", "error", "decision")
+    history = conn.execute(
+        f"SELECT {', '.join(names)} FROM fetch_attempts WHERE job_id = %s AND url = %s ORDER BY id",
+        (job_id, url),
+    )
+    fetches = [dict(zip(names, row, strict=True)) for row in history]
+    if page is None and not fetches:
+        return None
+    discovered = _one(
+        conn, "SELECT count(*) FROM pages WHERE job_id = %s AND parent_url = %s", (job_id, url)
+    )
+    status, sha, links, error, fetched_at, depth, parent, kind, _host = page or (None,) * 9
+    return {
+        "state": "done" if page else "queued", "depth": depth, "skip_reason": None,
+        "kind": kind, "parent_url": parent, "status": status, "content_sha256": sha,
+        "error": error, "fetched_at": fetched_at, "fetches": fetches, "outbound_links": links,
+        "inbound_links": 1 if parent else 0, "urls_discovered": int(discovered),
+    }  # fmt: skip
+
+
+def host_numbers(conn: psycopg.Connection, job_id: str, hosts: list[str]) -> dict[str, tuple]:
+    """host -> (fetched, failed, mean fetch seconds) of the stored pages."""
+    rows = conn.execute(
+        f"SELECT host, count(*), count(*) FILTER (WHERE {FAILED}), avg(fetch_duration_s)"
+        " FROM pages WHERE job_id = %s AND host = ANY(%s) GROUP BY host",
+        (job_id, hosts),
+    )
+    return {row[0]: tuple(row[1:]) for row in rows}
+
+
+def stored_hosts(
+    conn: psycopg.Connection, job_id: str, offset: int, limit: int
+) -> tuple[list[str], int]:
+    """The hosts with a stored page, by name, and how many there are."""
+    total = int(_one(conn, "SELECT count(DISTINCT host) FROM pages WHERE job_id = %s", (job_id,)))
+    rows = conn.execute(
+        "SELECT DISTINCT host FROM pages WHERE job_id = %s AND host IS NOT NULL"
+        " ORDER BY host LIMIT %s OFFSET %s",
+        (job_id, limit, offset),
+    )
+    return [row[0] for row in rows], total
+
+
+def host_robots(conn: psycopg.Connection, job_id: str, host: str) -> list[dict]:
+    """The robots.txt downloads of the host, newest first (Crawl-delay: not kept here)."""
+    rows = conn.execute(
+        "SELECT url, status, error, coalesce(fetched_at, 0) FROM robots_fetches"
+        " WHERE job_id = %s AND host = %s ORDER BY id DESC LIMIT 10",
+        (job_id, host),
+    )
+    return [{"robots_url": url, "status": status, "error": error, "crawl_delay": None,
+             "fetched_at": at} for url, status, error, at in rows]  # fmt: skip
+
+
+def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
+    """Throughput over the last 10 s, 1 and 5 minutes, the last hour's fetches and
+    failures, storage, and the URLs visited (the queue's pending count: Redis)."""
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
+        " count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
+        f" count(*) FILTER (WHERE fetched_at >= %s AND {FAILED}),"
+        " count(*), coalesce(sum(content_length), 0) FROM pages WHERE job_id = %s",
+        (now - 10, now - 60, now - 300, now - 3600, now - 3600, job_id),
+    ).fetchone()  # fmt: skip
+    last10, last60, last300, hour, failed, pages, size = row or (0,) * 7
+    return {
+        "throughput": {"now": round(last10 / 10, 3), "last_1m": round(last60 / 60, 3),
+                       "last_5m": round(last300 / 300, 3)},
+        "errors": {"last_hour": int(failed), "fetched_last_hour": int(hour)},
+        "storage": {"pages": int(pages), "bytes": int(size)},
+        "queue": {"pending": 0, "visited": int(pages)},
+    }  # fmt: skip
+
+
+def per_second(conn: psycopg.Connection, job_id: str, start: float, end: float) -> list[tuple]:
+    """(second, status class or 0, failed, pages) for pages fetched in [start, end)."""
+    return conn.execute(
+        "SELECT floor(fetched_at)::bigint, coalesce(status / 100, 0),"
+        f" {FAILED}, count(*) FROM pages WHERE job_id = %s"
+        " AND fetched_at >= %s AND fetched_at < %s GROUP BY 1, 2, 3",
+        (job_id, start, end),
+    ).fetchall()
+
+
+def metric_numbers(conn: psycopg.Connection, job_id: str) -> dict:
+    """Totals for /metrics (frontier and active hosts: Redis's, filled in by the caller)."""
+
+    def grouped(sql: str) -> dict:
+        return dict(conn.execute(sql, (job_id,)).fetchall())
+
+    pages, size = conn.execute(
+        "SELECT count(*), coalesce(sum(content_length), 0) FROM pages WHERE job_id = %s",
+        (job_id,),
+    ).fetchone() or (0, 0)
+    return {
+        "pages": pages, "bytes": size,
+        "status_classes": grouped("SELECT (status / 100) || 'xx', count(*) FROM pages"
+                                  " WHERE job_id = %s AND status IS NOT NULL GROUP BY 1"),
+        "errors": grouped(f"SELECT error, count(*) FROM pages WHERE job_id = %s AND {FAILED}"
+                          " GROUP BY 1"),
+        "robots_denied": _one(conn, "SELECT coalesce(sum(value), 0) FROM counters WHERE"
+                              " job_id = %s AND name IN ('rejected.robots', 'skipped.robots')",
+                              (job_id,)),
+        "frontier": 0, "active_hosts": 0,
+    }  # fmt: skip
+
+
+def fetch_durations(
+    conn: psycopg.Connection, job_id: str, bounds: tuple[float, ...]
+) -> tuple[list, float, int]:
+    """Cumulative counts of fetch attempts at or under each bound, their sum, their count."""
+    counts = ", ".join(f"count(*) FILTER (WHERE duration_s <= {float(b)!r})" for b in bounds)
+    row = conn.execute(
+        f"SELECT {counts}, coalesce(sum(duration_s), 0), count(*) FROM fetch_attempts"
+        " WHERE job_id = %s AND duration_s IS NOT NULL",
+        (job_id,),
+    ).fetchone()
+    assert row is not None
+    return list(row[: len(bounds)]), float(row[-2]), int(row[-1])
+
+
+def job_numbers(conn: psycopg.Connection, job_ids: list[str]) -> dict[str, tuple]:
+    """job -> (pages crawled, errors, pages a second over the last minute of fetching)."""
+    rows = conn.execute(
+        f"SELECT job_id, count(*), count(*) FILTER (WHERE {FAILED}), max(fetched_at)"
+        " FROM pages WHERE job_id = ANY(%s) GROUP BY job_id",
+        (job_ids,),
+    ).fetchall()
+    found = {}
+    for job_id, pages, errors, last in rows:
+        found[job_id] = (pages, errors, _pace(conn, job_id, last) if last is not None else 0.0)
+    return found
+
+
+def _pace(conn: psycopg.Connection, job_id: str, last: float, window_s: float = 60.0) -> float:
+    count, first = conn.execute(
+        "SELECT count(*), min(fetched_at) FROM pages WHERE job_id = %s AND fetched_at > %s",
+        (job_id, last - window_s),
+    ).fetchone() or (0, None)
+    span = last - first if first is not None else 0
+    return round((count - 1) / span, 3) if count > 1 and span > 0 else 0.0
