@@ -20,7 +20,7 @@ import psycopg
 
 from trawler.outcome import NOT_HTML
 from trawler.store.kinds import EXPORT_KINDS, ROBOTS, ROBOTS_COLUMNS, merge_rows, robots_export_row
-from trawler.store.sqlite import EXPORT_COLUMNS
+from trawler.store.sqlite_export import EXPORT_COLUMNS
 from trawler.store.sqlite_read import PAGE_ROWS_MAX, PageFilter
 
 FAILED = f"error IS NOT NULL AND error <> '{NOT_HTML}'"
