@@ -3,9 +3,14 @@
 flock(2) locks belong to an open file: there is no stale lock to clean up
 after a crash, a second open of the same file conflicts even in the same
 process, and a child started with spawn does not inherit them (Python opens
-files close-on-exec). Three uses:
+files close-on-exec). Four uses:
 
-- the data directory's ``trawler.lock``: one writing process per directory;
+- the data directory's ``trawler.lock``, held shared by every process writing
+  the directory (`trawler crawl`, `trawler serve`), exclusive only to move an
+  older single-job layout: an older Trawler, which takes it exclusive, never
+  writes beside them;
+- each job's ``DATA/jobs/<id>/job.lock``: one process runs a job at a time (a
+  `trawler crawl` and a `trawler serve` on one data directory never both run it);
 - files being written (an open WARC file, an export's temporary file): their
   writer holds a lock on the file itself, so a file whose lock can be taken
   was abandoned by a dead writer and may be repaired or removed;
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 LOCK_NAME = "trawler.lock"
+JOB_LOCK_NAME = "job.lock"
 _PID_WAIT_S = 1.0  # the holder writes its pid right after taking the lock
 
 
@@ -41,24 +47,77 @@ class DataDirBusy(RuntimeError):
         self.pid = pid
 
 
-def lock_data_dir(data_dir: Path) -> BinaryIO:
-    """Take the data directory's exclusive lock; it is held while the file stays open.
+def lock_data_dir(data_dir: Path, *, shared: bool = False) -> BinaryIO:
+    """Take the data directory's lock; it is held while the file stays open.
 
-    Raises ``DataDirBusy`` naming the holder's pid when another process has it.
+    ``shared``: beside other processes writing the directory's jobs (each job has
+    its own lock, ``lock_job``); else exclusive. Raises ``DataDirBusy`` naming the
+    holder's pid when the lock cannot be had.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    handle = (data_dir / LOCK_NAME).open("a+b", buffering=0)
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return _lock_file(data_dir / LOCK_NAME, shared)
+    except _Held as held:
+        raise DataDirBusy(data_dir, held.pid) from None
+
+
+def share_lock(handle: BinaryIO) -> None:
+    """An exclusive data-directory lock becomes shared (its layout moved, other
+    processes may write their jobs beside this one)."""
+    fcntl.flock(handle, fcntl.LOCK_SH)
+
+
+class JobBusy(RuntimeError):
+    """Another process is running this job."""
+
+    def __init__(self, job_id: str, pid: str) -> None:
+        super().__init__(f"job {job_id} is being run by another trawler process (pid {pid})")
+        self.job_id, self.pid = job_id, pid
+
+
+def lock_job(job_dir: Path, job_id: str) -> BinaryIO:
+    """Take the job's lock (``job_dir``: DATA/jobs/<id>); ``JobBusy`` when another
+    process (or another open in this one) runs the job."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _lock_file(job_dir / JOB_LOCK_NAME, shared=False)
+    except _Held as held:
+        raise JobBusy(job_id, held.pid) from None
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a process holds ``path``'s lock exclusive (a job being run)."""
+    try:
+        with path.open("rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released as it closes
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+class _Held(Exception):
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+
+
+def _lock_file(path: Path, shared: bool) -> BinaryIO:
+    """The open, locked file; ``_Held`` with the holder's pid when it is taken. An
+    exclusive holder writes its pid in it (shared holders leave it: there are many)."""
+    handle = path.open("a+b", buffering=0)
+    try:
+        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         pid = _holder_pid(handle)
         handle.close()
-        raise DataDirBusy(data_dir, pid) from None
+        raise _Held(pid) from None
     except BaseException:
         handle.close()
         raise
-    handle.truncate(0)
-    handle.write(f"{os.getpid()}\n".encode())
+    if not shared:
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n".encode())
     return handle
 
 
