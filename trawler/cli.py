@@ -99,8 +99,8 @@ def crawl(
     from trawler.store.sqlite import NotTrawlerData
 
     cli = cli_settings(ctx.params)
-    _lock = cj.lock_data(data)  # held until this process ends, beside other writers' jobs
-    jobs = cj.open_jobs(data, _lock)
+    _lock = cj.lock_data(data)  # held until this process ends: one crawl per directory
+    jobs = cj.open_jobs(data)
     picked = cj.chosen_job(jobs, data, job, bool(seeds) or seeds_file is not None)
     _job_lock, picked = cj.lock_picked(jobs, data, picked)  # no other process runs it
     try:

@@ -22,7 +22,7 @@ import typer
 from trawler.cli_common import EXIT_FAILED, fail
 from trawler.config import CrawlConfig
 from trawler.jobs.embedded import EmbeddedJobStore
-from trawler.jobs.layout import LayoutError, has_single_job_layout, job_dir, move_single_job_layout
+from trawler.jobs.layout import LayoutError, job_dir, move_single_job_layout
 from trawler.jobs.model import InvalidTransition, JobInfo, JobState, UnknownJob
 from trawler.jobs.store import UNFINISHED
 
@@ -34,13 +34,12 @@ def run(call: Coroutine[Any, Any, T]) -> T:
 
 
 def lock_data(data: Path) -> BinaryIO:
-    """The data directory's lock, shared with the other processes writing jobs there
-    (a `trawler serve`, other crawls); exclusive while a single-job layout is moved
-    (``open_jobs``), then shared."""
+    """The data directory's lock: one crawl per directory (a `trawler serve` may run
+    other jobs beside it: each job has its own lock)."""
     from trawler.locks import DataDirBusy, lock_data_dir
 
     try:
-        return lock_data_dir(data, shared=not has_single_job_layout(data))
+        return lock_data_dir(data)
     except DataDirBusy as exc:
         fail(str(exc), EXIT_FAILED)
     except OSError as exc:
@@ -74,15 +73,13 @@ def lock_picked(
     return lock, picked
 
 
-def open_jobs(data: Path, lock: BinaryIO) -> EmbeddedJobStore:
+def open_jobs(data: Path) -> EmbeddedJobStore:
     """The data directory's job store, its single-job layout moved first (the
-    caller holds the directory's ``lock``: exclusive for a move, shared after it)."""
-    from trawler.locks import share_lock
+    caller holds the directory's lock)."""
     from trawler.store.sqlite import NotTrawlerData
 
     try:
-        if move_single_job_layout(data) is not None:
-            share_lock(lock)
+        move_single_job_layout(data)
         jobs = EmbeddedJobStore(data)
         run(jobs.list(limit=1))  # the registry can be opened (created) and read
     except (OSError, sqlite3.Error, NotTrawlerData, LayoutError) as exc:

@@ -82,7 +82,7 @@ def _embedded(data: Path) -> Any:
         except DataDirBusy as exc:
             fail(str(exc), EXIT_FAILED)
         try:
-            open_jobs(data, lock)
+            open_jobs(data)
         finally:
             lock.close()
     return EmbeddedJobStore(data)

@@ -5,10 +5,9 @@ after a crash, a second open of the same file conflicts even in the same
 process, and a child started with spawn does not inherit them (Python opens
 files close-on-exec). Four uses:
 
-- the data directory's ``trawler.lock``, held shared by every process writing
-  the directory (`trawler crawl`, `trawler serve`), exclusive only to move an
-  older single-job layout: an older Trawler, which takes it exclusive, never
-  writes beside them;
+- the data directory's ``trawler.lock``: one `trawler crawl` per directory (its
+  politeness per host holds within one process); `trawler serve` takes it only
+  while it moves an older single-job layout;
 - each job's ``DATA/jobs/<id>/job.lock``: one process runs a job at a time (a
   `trawler crawl` and a `trawler serve` on one data directory never both run it);
 - files being written (an open WARC file, an export's temporary file): their
@@ -47,24 +46,16 @@ class DataDirBusy(RuntimeError):
         self.pid = pid
 
 
-def lock_data_dir(data_dir: Path, *, shared: bool = False) -> BinaryIO:
-    """Take the data directory's lock; it is held while the file stays open.
+def lock_data_dir(data_dir: Path) -> BinaryIO:
+    """Take the data directory's exclusive lock; it is held while the file stays open.
 
-    ``shared``: beside other processes writing the directory's jobs (each job has
-    its own lock, ``lock_job``); else exclusive. Raises ``DataDirBusy`` naming the
-    holder's pid when the lock cannot be had.
+    Raises ``DataDirBusy`` naming the holder's pid when another process has it.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _lock_file(data_dir / LOCK_NAME, shared)
+        return _lock_file(data_dir / LOCK_NAME)
     except _Held as held:
         raise DataDirBusy(data_dir, held.pid) from None
-
-
-def share_lock(handle: BinaryIO) -> None:
-    """An exclusive data-directory lock becomes shared (its layout moved, other
-    processes may write their jobs beside this one)."""
-    fcntl.flock(handle, fcntl.LOCK_SH)
 
 
 class JobBusy(RuntimeError):
@@ -80,7 +71,7 @@ def lock_job(job_dir: Path, job_id: str) -> BinaryIO:
     process (or another open in this one) runs the job."""
     job_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _lock_file(job_dir / JOB_LOCK_NAME, shared=False)
+        return _lock_file(job_dir / JOB_LOCK_NAME)
     except _Held as held:
         raise JobBusy(job_id, held.pid) from None
 
@@ -102,12 +93,12 @@ class _Held(Exception):
         self.pid = pid
 
 
-def _lock_file(path: Path, shared: bool) -> BinaryIO:
-    """The open, locked file; ``_Held`` with the holder's pid when it is taken. An
-    exclusive holder writes its pid in it (shared holders leave it: there are many)."""
+def _lock_file(path: Path) -> BinaryIO:
+    """The open file, locked exclusive, with our pid in it; ``_Held`` with the
+    holder's pid when another open has it."""
     handle = path.open("a+b", buffering=0)
     try:
-        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         pid = _holder_pid(handle)
         handle.close()
@@ -115,9 +106,8 @@ def _lock_file(path: Path, shared: bool) -> BinaryIO:
     except BaseException:
         handle.close()
         raise
-    if not shared:
-        handle.truncate(0)
-        handle.write(f"{os.getpid()}\n".encode())
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n".encode())
     return handle
 
 

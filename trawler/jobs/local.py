@@ -43,14 +43,14 @@ from trawler.blocklist import Blocked
 from trawler.config import CrawlConfig
 from trawler.engine import Crawler
 from trawler.jobs.controls import apply_controls, follow_controls
-from trawler.jobs.embedded import EmbeddedJobStore
+from trawler.jobs.embedded import EmbeddedJobStore, open_registry
 from trawler.jobs.embedded_controls import EmbeddedControlStore
 from trawler.jobs.jobdata import job_backend, record_run_end, record_run_start
 from trawler.jobs.layout import has_single_job_layout, job_dir, job_numbers, move_single_job_layout
 from trawler.jobs.model import InvalidTransition, JobEvent, JobInfo, JobState, check_transition
 from trawler.jobs.runner import JobRunner
 from trawler.jobs.store import DEFAULT_PAGE
-from trawler.locks import JobBusy, lock_data_dir, lock_job, share_lock
+from trawler.locks import JobBusy, lock_data_dir, lock_job
 from trawler.seeds import CHUNK
 from trawler.services import PolitenessSettings, Services
 from trawler.urls import Normaliser
@@ -92,7 +92,6 @@ class LocalJobs:
         self.follow_interval_s = follow_interval_s
         self._make_services = services
         self._runner: JobRunner | None = None
-        self._dir_lock: BinaryIO | None = None
         self._job_locks: dict[str, BinaryIO] = {}  # the jobs this process runs
         self._configs: dict[str, CrawlConfig] = {}
         self._followers: builtins.list[asyncio.Task[None]] = []
@@ -102,23 +101,21 @@ class LocalJobs:
         self._closing = False
 
     # -- opening and closing ---------------------------------------------------------
-    def lock_directory(self) -> None:
-        """Take the data directory's lock (shared with other crawling processes; an
-        older single-job layout is moved first). ``DataDirBusy``, ``LayoutError``,
-        OSError: called by ``open``, or before it for a one-line error."""
-        if self._dir_lock is not None:
-            return
-        lock = lock_data_dir(self.data_dir, shared=not has_single_job_layout(self.data_dir))
-        try:
-            if move_single_job_layout(self.data_dir) is not None:
-                share_lock(lock)
-        except BaseException:
-            lock.close()
-            raise
-        self._dir_lock = lock
+    def prepare(self) -> None:
+        """Move an older single-job layout (under the data directory's lock: no
+        `trawler crawl` writes it meanwhile) and check the registry. ``DataDirBusy``,
+        ``LayoutError``, ``NotTrawlerData``, OSError, sqlite3.Error: called by
+        ``open``, or before it for a one-line error."""
+        if has_single_job_layout(self.data_dir):
+            lock = lock_data_dir(self.data_dir)
+            try:
+                move_single_job_layout(self.data_dir)
+            finally:
+                lock.close()
+        open_registry(self.data_dir).close()  # it can be created and read
 
     async def open(self) -> None:
-        await asyncio.to_thread(self.lock_directory)
+        await asyncio.to_thread(self.prepare)
         await self.store.list(limit=1)  # the registry exists and answers
         services = self._make_services()
         self._runner = JobRunner(self._backend_for, services, self._record)
@@ -145,9 +142,6 @@ class LocalJobs:
         for lock in self._job_locks.values():
             lock.close()
         self._job_locks.clear()
-        if self._dir_lock is not None:
-            self._dir_lock.close()
-            self._dir_lock = None
 
     async def __aenter__(self) -> LocalJobs:
         await self.open()
@@ -187,6 +181,12 @@ class LocalJobs:
         self, states: Sequence[JobState] | None = None, offset: int = 0, limit: int = DEFAULT_PAGE
     ) -> tuple[builtins.list[JobInfo], int]:
         return await self.store.list(states, offset, limit)
+
+    def running(self) -> builtins.list[tuple[str, int]]:
+        """The jobs this process is crawling now (not paused), with their pages stored."""
+        runner = self._open_runner()
+        return [(job.id, job.crawler.pages_stored) for job in runner.jobs()
+                if job.state is JobState.RUNNING]  # fmt: skip
 
     def runs(self, job_id: str) -> bool:
         """Whether this process runs the job now (paused here included)."""
