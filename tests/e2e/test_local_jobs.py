@@ -8,11 +8,13 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import run_trawler
 from tests.e2e.runner_site import LatencyServer, fetched_urls, job_config, serve, stored_urls
 from trawler.jobs.layout import job_dir
 from trawler.jobs.local import LocalJobs, NoFreeSlot
@@ -170,3 +172,31 @@ async def test_a_job_run_here_cannot_be_locked_elsewhere(
         await jobs.cancel(job_id)
         assert not jobs.runs(job_id)
     lock_job(job_dir(data, job_id), job_id).close()  # free once the run ended
+
+
+@pytest.mark.parametrize("server", [(2, 12, 0.05)], indirect=True)
+async def test_a_job_run_here_follows_trawler_jobs_pause_and_resume(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """`trawler jobs pause` from a shell changes the store; the runner here follows
+    within 2 s (without the follower, A's requests go on: the first check fails)."""
+    data = tmp_path / "data"
+    async with jobs_of(data) as jobs:
+        job_id = await jobs.submit(server.seeds[:2], job_config("A", 0.1))
+        for _ in range(300):
+            if len(server.log("A/1.0")) >= 6:
+                break
+            await asyncio.sleep(0.05)
+        command = ("--data", str(data))
+        paused = await asyncio.to_thread(run_trawler, "jobs", "pause", job_id, *command)
+        assert paused.returncode == 0, paused.stderr
+        paused_at = time.time()
+        await asyncio.sleep(3.0)
+        assert not [e for e in server.log("A/1.0") if e["t"] > paused_at + 2.0]
+        assert jobs.runs(job_id) and (await jobs.info(job_id)).state is JobState.PAUSED
+        resumed = await asyncio.to_thread(
+            run_trawler, "jobs", "resume", job_id, "--data", str(data)
+        )
+        assert resumed.returncode == 0 and "no crawl runs" not in resumed.stderr  # it runs here
+        assert await jobs.wait(job_id, 60) is JobState.FINISHED
+    check_complete(server, data, job_id, "A/1.0", [0, 1])

@@ -160,6 +160,7 @@ def test_blocklist_and_politeness_through_the_api(
         answer = client.post("/api/v1/admin/blocklist", json=block)
         blocked_at = time.time()
         assert answer.status_code == 201, answer.text
+        time.sleep(1.0)  # the block alone: it takes effect at once, not at the next poll
         put = client.put("/api/v1/admin/settings/politeness", json={"delay": 0.5})
         slowed_at = time.time()
         assert put.status_code == 200 and put.json()["delay"] == 0.5

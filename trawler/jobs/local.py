@@ -41,37 +41,23 @@ from typing import Any, BinaryIO
 
 from trawler.blocklist import Blocked
 from trawler.config import CrawlConfig
-from trawler.engine import Crawler
 from trawler.jobs.controls import apply_controls, follow_controls
 from trawler.jobs.embedded import EmbeddedJobStore, open_registry
 from trawler.jobs.embedded_controls import EmbeddedControlStore
+from trawler.jobs.handover import NoFreeSlot, mark_orphans, one_line, seed_chunks, seed_job
 from trawler.jobs.jobdata import job_backend, record_run_end, record_run_start
 from trawler.jobs.layout import has_single_job_layout, job_dir, job_numbers, move_single_job_layout
 from trawler.jobs.model import InvalidTransition, JobEvent, JobInfo, JobState, check_transition
 from trawler.jobs.runner import JobRunner
 from trawler.jobs.store import DEFAULT_PAGE
 from trawler.locks import JobBusy, lock_data_dir, lock_job
-from trawler.seeds import CHUNK
 from trawler.services import PolitenessSettings, Services
-from trawler.urls import Normaliser
 
 log = logging.getLogger("trawler")
 FOLLOW_INTERVAL_S = 0.5
 SHUTDOWN = "shutdown"  # a process ending paused the job: the next one resumes it
 GONE = "process gone"  # the process running it died: the next one resumes it
 RESUMABLE = (SHUTDOWN, GONE)
-
-
-class NoFreeSlot(InvalidTransition):
-    """Every slot (``max_running_jobs``) is taken: the job stays as it is (the API: 409)."""
-
-    def __init__(self, job_id: str, current: JobState, limit: int) -> None:
-        super().__init__(job_id, current, JobState.RUNNING)
-        self.args = (f"job {job_id} stays {current}: {limit} job(s) run already"
-                     " (--max-running-jobs); it starts when a slot frees",)  # fmt: skip
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class LocalJobs:
@@ -125,7 +111,7 @@ class LocalJobs:
                 self.controls, services, self._apply_politeness, self.follow_interval_s)),
             asyncio.create_task(self._follow_jobs()),
         ]  # fmt: skip
-        await self._mark_orphans()
+        await mark_orphans(self.store, GONE)
         await self._fill_slots()
 
     async def close(self) -> None:
@@ -154,15 +140,13 @@ class LocalJobs:
     async def submit(self, seeds: Iterable[str], config: CrawlConfig) -> str:
         """A new job: recorded, its seeds (URLs; ValueError for one that is not
         http(s)) put into its frontier, and started when a slot is free. Its id."""
-        normalise = Normaliser(config.tracking_params)
-        urls = builtins.list(dict.fromkeys(_normalised(normalise, seeds)))
+        chunks = seed_chunks(seeds, config)
         job_id = await self.store.create(config, seeding=True)  # no runner starts it yet
         lock = await asyncio.to_thread(lock_job, job_dir(self.data_dir, job_id), job_id)
         try:
-            chunks = [urls[i : i + CHUNK] for i in range(0, len(urls), CHUNK)]
-            await self._seed(job_id, config, chunks)
+            await seed_job(self.data_dir, job_id, config, chunks, self._open_runner().services)
         except Exception as exc:
-            await self.store.transition(job_id, JobState.FAILED, _one_line(exc))
+            await self.store.transition(job_id, JobState.FAILED, one_line(exc))
             raise
         finally:
             lock.close()
@@ -274,15 +258,6 @@ class LocalJobs:
             if await self.store.state(event.job_id) is not event.to_state:
                 raise
 
-    async def _seed(self, job_id: str, config: CrawlConfig, chunks: builtins.list) -> None:
-        """The seeds into the job's frontier, without a request: a crawler stopped
-        before it runs adds its seeds, commits them and ends."""
-        backend = await asyncio.to_thread(job_backend, self.data_dir, job_id)
-        await asyncio.to_thread(record_run_start, backend, job_id, config, "seeding")
-        crawler = Crawler(config, backend, seeds=chunks, services=self._open_runner().services)
-        crawler.stop()
-        await crawler.run(0)
-
     def _free_slots(self) -> int | None:
         if self.max_running_jobs is None:
             return None
@@ -353,21 +328,6 @@ class LocalJobs:
         if self._watchers.get(job_id) is watcher:
             del self._watchers[job_id]
 
-    async def _mark_orphans(self) -> None:
-        """Jobs ``running`` whose process is gone (their lock is free) become paused,
-        with the reason that lets ``_fill_slots`` resume them."""
-        orphans, _ = await self.store.list([JobState.RUNNING], 0, 1_000_000)
-        for info in orphans:
-            try:
-                lock = await asyncio.to_thread(lock_job, job_dir(self.data_dir, info.id), info.id)
-            except JobBusy:
-                continue  # a live process runs it
-            try:
-                with contextlib.suppress(InvalidTransition):
-                    await self.store.transition(info.id, JobState.PAUSED, GONE)
-            finally:
-                lock.close()
-
     async def _sync_controls(self) -> None:
         runner = self._open_runner()
         before = runner.services.politeness
@@ -411,15 +371,3 @@ def _spawn(tasks: set[asyncio.Task[None]], call: Coroutine[Any, Any, None]) -> N
     task = asyncio.create_task(call)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
-
-
-def _normalised(normalise: Normaliser, seeds: Iterable[str]) -> Iterable[str]:
-    for seed in seeds:
-        url = normalise(seed.strip())
-        if url is None:
-            raise ValueError(f"{seed[:200]!r} is not an http(s) URL")
-        yield url
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
