@@ -113,12 +113,12 @@ def test_three_jobs_created_at_once_share_politeness_per_host(
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "delay"]
 
 
-@pytest.mark.parametrize("server", [(4, 12, 0.05)], indirect=True)
+@pytest.mark.parametrize("server", [(4, 24, 0.05)], indirect=True)
 def test_pause_resume_and_cancel(server: LatencyServer, data: Path, api: ServeProcess) -> None:
     """Pause: no request of A after 2 s (none of the check holds if pause does not
     reach the runner: A runs on to its end meanwhile). Cancel: B's stored pages kept."""
     with api.client() as client:
-        a = create(client, body("A", server.seeds[:2], 0.1))
+        a = create(client, body("A", server.seeds[:2], 0.15))
         b = create(client, body("B", server.seeds[2:4], 0.3))
         until(lambda: len(server.log("A/1.0")) >= 6 and len(server.log("B/1.0")) >= 3, 30, "pages")
         assert client.post(f"/api/v1/jobs/{a}/pause").json()["state"] == "paused"
@@ -126,6 +126,8 @@ def test_pause_resume_and_cancel(server: LatencyServer, data: Path, api: ServePr
         time.sleep(3.0)
         late = [e for e in server.log("A/1.0") if e["t"] > paused_at + 2.0]
         assert not late, late
+        a_all = server.site.reachable(server.seeds[:2], None, "host")
+        assert len(fetched_urls(server.log("A/1.0"))) < len(a_all)  # it had more to fetch
         assert client.post(f"/api/v1/jobs/{a}/pause").status_code == 409
         # Paused, it is still this server's: a crawl may not run it (its lock).
         refused = run_trawler("crawl", "--data", str(data), "--job", a, "--allow-private")
