@@ -200,3 +200,20 @@ async def test_a_job_run_here_follows_trawler_jobs_pause_and_resume(
         assert resumed.returncode == 0 and "no crawl runs" not in resumed.stderr  # it runs here
         assert await jobs.wait(job_id, 60) is JobState.FINISHED
     check_complete(server, data, job_id, "A/1.0", [0, 1])
+
+
+async def test_a_crawl_started_later_obeys_the_stored_controls(
+    server: LatencyServer, tmp_path: Path
+) -> None:
+    """Blocked through the job service (as the API does), then `trawler crawl` of the
+    same data directory: not one request to the blocked host, not even its robots.txt."""
+    data = tmp_path / "data"
+    async with jobs_of(data) as jobs:
+        await jobs.block(server.site.address(0), "complaint")
+    out = await asyncio.to_thread(
+        run_trawler, "crawl", *server.seeds[:2], "--data", str(data), "--allow-private",
+        "--no-sitemaps", "--delay", "0", "--user-agent", "C/1.0", "-q",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    hosts = {e["host"] for e in server.log("C/1.0")}
+    assert hosts == {server.site.netloc(1)}, hosts
