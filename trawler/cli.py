@@ -95,13 +95,14 @@ def crawl(
     from trawler import cli_crawljob as cj
     from trawler import gcpolicy
     from trawler.engine import Crawler
-    from trawler.store.embedded import EmbeddedBackend
+    from trawler.jobs import jobdata
     from trawler.store.sqlite import NotTrawlerData
 
     cli = cli_settings(ctx.params)
-    _lock = _lock_data_dir(data)  # held until this process ends: one writer per directory
+    _lock = cj.lock_data(data)  # held until this process ends: one crawl per directory
     jobs = cj.open_jobs(data)
     picked = cj.chosen_job(jobs, data, job, bool(seeds) or seeds_file is not None)
+    _job_lock, picked = cj.lock_picked(jobs, data, picked)  # no other process runs it
     try:
         cfg = build_config(cli, config, base=cj.stored_config(jobs, picked))
     except ConfigError as exc:
@@ -113,12 +114,15 @@ def crawl(
         fail(f"job {picked.id} in {data} stopped while adding its seeds; give them again"
              f" with --job {picked.id} (seeds already added are skipped)")  # fmt: skip
     job_id = cj.begin(jobs, picked, cfg, spool.count)
+    if _job_lock is None:  # a new job: created seeding, which no server starts
+        _job_lock = cj.lock_job_of(data, job_id)
     try:
-        backend = EmbeddedBackend(jobs.job_dir(job_id), cj.seeds_added_hook(data, job_id))
+        backend = jobdata.job_backend(data, job_id)
+        stored_pages = jobdata.record_run_start(
+            backend, job_id, cfg, "seeding" if spool.count else "running"
+        )
     except (OSError, sqlite3.Error, NotTrawlerData) as exc:
         fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
-    _start_job(backend, job_id, cfg, "seeding" if spool.count else "running")
-    stored_pages = backend.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
     if not quiet:
         verb = "resuming" if picked else "starting"
         typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
@@ -126,13 +130,12 @@ def crawl(
         crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
         gcpolicy.tune_for_crawling()
         try:
-            complete, stop_signal = asyncio.run(_run(crawler, stored_pages, jobs, job_id))
+            complete, stop_signal = asyncio.run(_run(crawler, stored_pages, jobs, job_id, data))
         except (OSError, sqlite3.Error) as exc:
             # Nothing committed is lost: the next `trawler crawl --data` resumes.
             cj.end(jobs, job_id, False, f"cannot write crawl data: {exc}")
             fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
-    state = "finished" if complete else "stopped"
-    _finish_job(jobs.job_dir(job_id), job_id, state)
+    jobdata.record_run_end(data, job_id, complete)
     reason = "complete" if complete else f"signal {stop_signal}" if stop_signal else "stopped"
     ended = cj.end(jobs, job_id, complete, reason)
     if not quiet:
@@ -179,42 +182,17 @@ def read_seeds(arguments: list[str], seeds_file: Path | None, cfg: CrawlConfig) 
         fail(str(exc))
 
 
-def _lock_data_dir(data: Path) -> Any:
-    from trawler.locks import DataDirBusy, lock_data_dir
-
-    try:
-        return lock_data_dir(data)
-    except DataDirBusy as exc:
-        fail(str(exc), EXIT_FAILED)
-    except OSError as exc:
-        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
-
-
-def _start_job(backend: Any, job_id: str, cfg: CrawlConfig, state: str) -> None:
-    """The job's row in its own database (read by `trawler stats`): ``seeding``
-    until the engine has added every new seed (SqliteStore.seeds_added)."""
-    if backend.store.current_job() is None:  # also: an older job's seeds become its scope
-        backend.store.create_job(cfg, state, job_id)
-    else:
-        backend.store.update_job(job_id, config=cfg, state=state)
-
-
-def _finish_job(data: Path, job_id: str, state: str) -> None:
-    from trawler.store.sqlite import SqliteStore, connect
-
-    conn = connect(data)
-    try:
-        SqliteStore(conn).end_run(job_id, state)
-    finally:
-        conn.close()
-
-
-async def _run(crawler: Any, stored_pages: int, jobs: Any, job_id: str) -> tuple[bool, int | None]:
+async def _run(
+    crawler: Any, stored_pages: int, jobs: Any, job_id: str, data: Path
+) -> tuple[bool, int | None]:
     """Run the crawl; SIGINT/SIGTERM stop it cleanly, a second one cuts the grace short.
-    The job's state set from another process (pause, resume, cancel) is followed.
+    The job's state set from another process (pause, resume, cancel) is followed, and
+    so are the operators' controls (blocklist, politeness) of the data directory.
 
     Returns (complete, the number of the first signal received or None).
     """
+    from trawler.jobs.controls import follow_controls
+    from trawler.jobs.embedded_controls import EmbeddedControlStore
     from trawler.jobs.follow import Controls, follow_job
 
     loop = asyncio.get_running_loop()
@@ -232,13 +210,31 @@ async def _run(crawler: Any, stored_pages: int, jobs: Any, job_id: str) -> tuple
         loop.add_signal_handler(sig, on_signal, sig)
     controls = Controls(crawler.pause, crawler.resume, crawler.stop)
     following = asyncio.create_task(follow_job(partial(jobs.state, job_id), controls))
+    operators = EmbeddedControlStore(data)
+    await _apply_stored_controls(operators, crawler)  # before the first request
+    obeying = asyncio.create_task(
+        follow_controls(operators, crawler.services, crawler.apply_politeness)
+    )
     try:
         complete = await crawler.run(stored_pages)
     except asyncio.CancelledError:
         complete = False
     finally:
         following.cancel()
+        obeying.cancel()
     return complete, received[0] if received else None
+
+
+async def _apply_stored_controls(operators: Any, crawler: Any) -> None:
+    from trawler.jobs.controls import apply_controls
+
+    try:
+        state = await operators.state()
+    except (OSError, sqlite3.Error) as exc:  # followed later, as soon as it can be read
+        logging.getLogger("trawler").warning("cannot read the operators' controls: %s", exc)
+        return
+    apply_controls(state, crawler.services)
+    crawler.apply_politeness(state.politeness)
 
 
 @app.command()

@@ -15,14 +15,14 @@ import contextlib
 import sqlite3
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import typer
 
 from trawler.cli_common import EXIT_FAILED, fail
 from trawler.config import CrawlConfig
-from trawler.jobs.embedded import EmbeddedJobStore, mark_seeding
-from trawler.jobs.layout import LayoutError, move_single_job_layout
+from trawler.jobs.embedded import EmbeddedJobStore
+from trawler.jobs.layout import LayoutError, job_dir, move_single_job_layout
 from trawler.jobs.model import InvalidTransition, JobInfo, JobState, UnknownJob
 from trawler.jobs.store import UNFINISHED
 
@@ -31,6 +31,46 @@ T = TypeVar("T")
 
 def run(call: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(call)
+
+
+def lock_data(data: Path) -> BinaryIO:
+    """The data directory's lock: one crawl per directory (a `trawler serve` may run
+    other jobs beside it: each job has its own lock)."""
+    from trawler.locks import DataDirBusy, lock_data_dir
+
+    try:
+        return lock_data_dir(data)
+    except DataDirBusy as exc:
+        fail(str(exc), EXIT_FAILED)
+    except OSError as exc:
+        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
+
+
+def lock_job_of(data: Path, job_id: str) -> BinaryIO:
+    """The job's lock: no other process (a `trawler serve`, another crawl) runs it."""
+    from trawler.locks import JobBusy, lock_job
+
+    try:
+        return lock_job(job_dir(data, job_id), job_id)
+    except JobBusy as exc:
+        fail(f"{exc}: pause or cancel it there, or crawl another job", EXIT_FAILED)
+    except OSError as exc:
+        fail(f"cannot use data directory {data}: {exc}", EXIT_FAILED)
+
+
+def lock_picked(
+    jobs: EmbeddedJobStore, data: Path, picked: JobInfo | None
+) -> tuple[BinaryIO | None, JobInfo | None]:
+    """The lock of the job to resume, and the job as it is now that it is ours
+    (another process may have run it meanwhile); (None, None) for a new job."""
+    if picked is None:
+        return None, None
+    lock = lock_job_of(data, picked.id)
+    picked = run(jobs.get(picked.id))
+    if picked.state.ended:
+        typer.echo(f"job {picked.id} in {data} is already {picked.state}; nothing to do")
+        raise typer.Exit(0)
+    return lock, picked
 
 
 def open_jobs(data: Path) -> EmbeddedJobStore:
@@ -92,11 +132,6 @@ def begin(jobs: EmbeddedJobStore, picked: JobInfo | None, cfg: CrawlConfig, seed
         run(jobs.transition(job_id, JobState.RUNNING,
                             "started" if state is JobState.PENDING else "resumed"))  # fmt: skip
     return job_id
-
-
-def seeds_added_hook(data: Path, job_id: str) -> Any:
-    """For the backend's writer thread: the registry's seeding flag off."""
-    return lambda: mark_seeding(data, job_id, False)
 
 
 def end(jobs: EmbeddedJobStore, job_id: str, complete: bool, reason: str) -> JobState:

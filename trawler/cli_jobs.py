@@ -135,7 +135,7 @@ def _transition_command(name: str, state: JobState, doc: str) -> None:
     def command(job: JobArg, data: DataOpt = DEFAULT_DATA, postgres: PostgresOpt = None) -> None:
         info = _changing(job, data, postgres, lambda store: store.transition(job, state, "user"))
         typer.echo(f"job {info.id} is {info.state}")
-        if postgres is None and state is JobState.RUNNING and not _crawl_running(data):
+        if postgres is None and state is JobState.RUNNING and not _job_running(data, job):
             typer.echo(f"no crawl runs in {data}: `trawler crawl --data {data} --job {job}`"
                        " carries it on", err=True)  # fmt: skip
 
@@ -161,20 +161,12 @@ _transition_command("resume", JobState.RUNNING, "Resume a paused job.")
 _transition_command("cancel", JobState.CANCELLED, "Cancel a job for good; what was stored is kept.")  # fmt: skip
 
 
-def _crawl_running(data: Path) -> bool:
-    """Whether a process holds the data directory's lock (a crawl or a server runs there)."""
-    import fcntl
+def _job_running(data: Path, job_id: str) -> bool:
+    """Whether a process runs the job now (a crawl or a server holds its lock)."""
+    from trawler.jobs.layout import job_dir
+    from trawler.locks import JOB_LOCK_NAME, is_locked
 
-    from trawler.locks import LOCK_NAME
-
-    try:
-        with (data / LOCK_NAME).open("rb") as handle:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released as it closes
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
+    return is_locked(job_dir(data, job_id) / JOB_LOCK_NAME)
 
 
 def _as_json(info: JobInfo) -> dict:

@@ -32,7 +32,7 @@ async def _serve(
 
     from trawler.api.app import create_app
     from trawler.api.distributed import DistributedJobs
-    from trawler.api.storedcontrols import StoredControls
+    from trawler.api.operators import StoredControls
     from trawler.jobs.postgres_controls import PostgresControlStore
 
     service = await DistributedJobs.connect(redis_url, postgres_url)

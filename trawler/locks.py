@@ -3,9 +3,13 @@
 flock(2) locks belong to an open file: there is no stale lock to clean up
 after a crash, a second open of the same file conflicts even in the same
 process, and a child started with spawn does not inherit them (Python opens
-files close-on-exec). Three uses:
+files close-on-exec). Four uses:
 
-- the data directory's ``trawler.lock``: one writing process per directory;
+- the data directory's ``trawler.lock``: one `trawler crawl` per directory (its
+  politeness per host holds within one process); `trawler serve` takes it only
+  while it moves an older single-job layout;
+- each job's ``DATA/jobs/<id>/job.lock``: one process runs a job at a time (a
+  `trawler crawl` and a `trawler serve` on one data directory never both run it);
 - files being written (an open WARC file, an export's temporary file): their
   writer holds a lock on the file itself, so a file whose lock can be taken
   was abandoned by a dead writer and may be repaired or removed;
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 LOCK_NAME = "trawler.lock"
+JOB_LOCK_NAME = "job.lock"
 _PID_WAIT_S = 1.0  # the holder writes its pid right after taking the lock
 
 
@@ -47,13 +52,57 @@ def lock_data_dir(data_dir: Path) -> BinaryIO:
     Raises ``DataDirBusy`` naming the holder's pid when another process has it.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    handle = (data_dir / LOCK_NAME).open("a+b", buffering=0)
+    try:
+        return _lock_file(data_dir / LOCK_NAME)
+    except _Held as held:
+        raise DataDirBusy(data_dir, held.pid) from None
+
+
+class JobBusy(RuntimeError):
+    """Another process is running this job."""
+
+    def __init__(self, job_id: str, pid: str) -> None:
+        super().__init__(f"job {job_id} is being run by another trawler process (pid {pid})")
+        self.job_id, self.pid = job_id, pid
+
+
+def lock_job(job_dir: Path, job_id: str) -> BinaryIO:
+    """Take the job's lock (``job_dir``: DATA/jobs/<id>); ``JobBusy`` when another
+    process (or another open in this one) runs the job."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _lock_file(job_dir / JOB_LOCK_NAME)
+    except _Held as held:
+        raise JobBusy(job_id, held.pid) from None
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a process holds ``path``'s lock exclusive (a job being run)."""
+    try:
+        with path.open("rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released as it closes
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+class _Held(Exception):
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+
+
+def _lock_file(path: Path) -> BinaryIO:
+    """The open file, locked exclusive, with our pid in it; ``_Held`` with the
+    holder's pid when another open has it."""
+    handle = path.open("a+b", buffering=0)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         pid = _holder_pid(handle)
         handle.close()
-        raise DataDirBusy(data_dir, pid) from None
+        raise _Held(pid) from None
     except BaseException:
         handle.close()
         raise

@@ -1,5 +1,7 @@
 """`trawler serve` as a process: the token, the refusals, errors that are never a
-500, /health, and schemathesis fuzzing the whole OpenAPI schema."""
+500, /health, and schemathesis fuzzing the whole OpenAPI schema. The server runs
+no job (``--max-running-jobs 0``): jobs the fuzzer creates wait pending, so no
+request ever leaves for the hosts its seeds name."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ def crawled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def server(
     crawled: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServeProcess]:
-    served = start_serve(crawled[0], tmp_path_factory.mktemp("api-serve") / "serve.log")
+    log = tmp_path_factory.mktemp("api-serve") / "serve.log"
+    served = start_serve(crawled[0], log, "--max-running-jobs", "0")
     yield served
     served.stop()
 
@@ -119,7 +122,9 @@ def test_a_bad_body_is_a_422_naming_the_field(server: ServeProcess) -> None:
             ("query", "state", 0), ("query", "limit")}  # fmt: skip
 
 
-def test_job_control_without_a_runner(server: ServeProcess, job_id: str) -> None:
+def test_job_control_over_a_finished_job_and_a_waiting_one(
+    server: ServeProcess, job_id: str
+) -> None:
     with server.client() as client:
         job = client.get(f"/api/v1/jobs/{job_id}").json()
         assert job["state"] == "finished" and job["finished_at"] >= job["created_at"]
@@ -132,24 +137,27 @@ def test_job_control_without_a_runner(server: ServeProcess, job_id: str) -> None
             assert client.post(f"/api/v1/jobs/nope/{action}").status_code == 404
         assert client.get("/api/v1/jobs/nope").json() == {"detail": "no job 'nope'"}
         assert client.get("/api/v1/jobs", params={"state": "running"}).json()["total"] == 0
-        answer = client.post("/api/v1/jobs", json={"seeds": ["http://example.com/"]})
-        assert answer.status_code == 501 and "trawler crawl" in answer.json()["detail"]
-        assert client.get("/api/v1/admin/blocklist").status_code == 501
-        answer = client.post("/api/v1/admin/blocklist", json={"domain": "example.com"})
-        assert answer.status_code == 501
-        assert client.put("/api/v1/admin/settings/politeness", json={}).status_code == 501
+        created = client.post("/api/v1/jobs", json={"seeds": ["http://example.com/"]})
+        assert created.status_code == 201, created.text
+        waiting = created.json()
+        assert waiting["state"] == "pending" and waiting["urls_queued"] == 1
+        answer = client.post(f"/api/v1/jobs/{waiting['id']}/resume")  # no slot: it waits
+        assert answer.status_code == 409 and "--max-running-jobs" in answer.json()["detail"]
+        answer = client.post(f"/api/v1/jobs/{waiting['id']}/cancel")
+        assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
 
 
 def test_an_unreadable_store_is_a_503_not_a_500(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    data.mkdir()
-    (data / "trawler.db").write_bytes(b"this is not a database" * 100)
-    served = start_serve(data, tmp_path / "serve.log", token="token-for-503")
+    served = start_serve(data, tmp_path / "serve.log", "--max-running-jobs", "0",
+                         token="token-for-503")  # fmt: skip
     try:
+        (data / "jobs.db").write_bytes(b"this is not a database" * 100)
+        (data / "jobs.db-wal").unlink(missing_ok=True)
         with served.client() as client:
             health = client.get("/health")
             assert health.status_code == 503 and health.json()["status"] == "unavailable"
-            assert "not a Trawler database" in health.json()["detail"]
+            assert "not a database" in health.json()["detail"]
             for path in ("/api/v1/jobs", "/api/v1/admin/stats", "/api/v1/search?q=x", "/metrics"):
                 answer = client.get(path)
                 assert answer.status_code == 503, (path, answer.text)
@@ -158,16 +166,22 @@ def test_an_unreadable_store_is_a_503_not_a_500(tmp_path: Path) -> None:
         served.stop()
 
 
+def test_a_directory_that_is_not_trawler_data_is_a_one_line_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "trawler.db").write_bytes(b"this is not a database" * 100)
+    out = run_trawler("serve", "--data", str(data), "--port", "0", "--token", "token-123456")
+    assert "cannot use data directory" in assert_one_line_error(out, 1)
+
+
 def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
     server: ServeProcess, job_id: str, tmp_path: Path
 ) -> None:
     """Every operation fuzzed (the coverage phase walks each parameter's edges), with
     the real job's id for half the calls; every answer checked against the schema."""
     config = tmp_path / "schemathesis.toml"
-    # 501 is this server's documented answer to job control (it has no runner); any
-    # other 5xx fails the run.
     config.write_text(f'[parameters]\n"path.job_id" = "{job_id}"\n\n[checks.not_a_server_error]\n'
-                      'expected-statuses = ["2xx", "3xx", "4xx", "501"]\n')  # fmt: skip
+                      'expected-statuses = ["2xx", "3xx", "4xx"]\n')  # fmt: skip
     checks = ("not_a_server_error,status_code_conformance,content_type_conformance,"
               "response_headers_conformance,response_schema_conformance")  # fmt: skip
     cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",

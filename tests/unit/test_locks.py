@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from trawler.locks import DataDirBusy, create_locked, if_abandoned, lock_data_dir
+from trawler.locks import (
+    JOB_LOCK_NAME,
+    DataDirBusy,
+    JobBusy,
+    create_locked,
+    if_abandoned,
+    is_locked,
+    lock_data_dir,
+    lock_job,
+)
 from trawler.store.warc import WarcWriter, recover
 
 
@@ -27,6 +36,19 @@ def test_data_dir_lock_of_a_dead_process_is_free(tmp_path: Path) -> None:
     code += "h = lock_data_dir(Path(sys.argv[1])); os._exit(0)"  # no clean-up at all
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=30)
     lock_data_dir(tmp_path).close()
+
+
+def test_a_job_lock_is_one_runner_per_job_beside_other_jobs(tmp_path: Path) -> None:
+    a, b = tmp_path / "jobs" / "a", tmp_path / "jobs" / "b"
+    held = lock_job(a, "a")
+    assert is_locked(a / JOB_LOCK_NAME) and not is_locked(b / JOB_LOCK_NAME)
+    busy = f"job a is being run by another trawler process \\(pid {os.getpid()}\\)"
+    with pytest.raises(JobBusy, match=busy):
+        lock_job(a, "a")
+    lock_job(b, "b").close()  # another job: its own lock
+    held.close()
+    assert not is_locked(a / JOB_LOCK_NAME)
+    lock_job(a, "a").close()
 
 
 def test_created_file_is_locked_until_closed(tmp_path: Path) -> None:

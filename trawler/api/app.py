@@ -10,6 +10,8 @@ lacks, 503 the store cannot be read. Nothing a client sends makes a 500.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -32,6 +34,7 @@ from trawler.api.schemas import Invalid, Problem
 from trawler.jobs.model import InvalidTransition, UnknownJob
 
 log = logging.getLogger("trawler")
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 API_PREFIX = "/api/v1"
 COMMON_ERRORS: dict[int | str, dict] = {
     401: {"model": Problem, "description": "No or wrong bearer token"},
@@ -41,12 +44,18 @@ COMMON_ERRORS: dict[int | str, dict] = {
 
 
 def create_app(
-    service: JobService, settings: ApiSettings, operations: OperatorControls | None = None
+    service: JobService,
+    settings: ApiSettings,
+    operations: OperatorControls | None = None,
+    lifespan: Lifespan | None = None,
 ) -> FastAPI:
+    """``lifespan``: opens and closes what the service runs (its job runner) on
+    the server's event loop."""
     app = FastAPI(
         title="Trawler",
         version=__version__,
         summary="Crawl jobs, their data, and the crawler's health.",
+        lifespan=lifespan,
     )
     app.state.service = service
     app.state.settings = settings

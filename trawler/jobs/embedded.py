@@ -223,6 +223,26 @@ class EmbeddedJobStore:
         """New options for a resumed job (options given again on its command line)."""
         await self._update(job_id, "options = ?", config.model_dump_json())
 
+    async def startable(
+        self, reasons: Sequence[str], job_id: str | None = None
+    ) -> builtins.list[tuple[str, JobState]]:
+        """Jobs a runner may start, oldest first: pending ones whose seeds are all in,
+        and paused ones whose last event's reason is one of ``reasons`` (paused by a
+        process that ended, not by a user). ``job_id``: that job only, if it is one."""
+
+        def select(conn: sqlite3.Connection) -> builtins.list[tuple[str, JobState]]:
+            marks = ", ".join("?" * len(reasons)) or "NULL"
+            rows = conn.execute(
+                "SELECT id, state FROM jobs j WHERE (? IS NULL OR id = ?) AND"
+                " ((state = 'pending' AND seeding = 0) OR (state = 'paused' AND"
+                " (SELECT reason FROM job_events e WHERE e.job_id = j.id ORDER BY e.id DESC"
+                f" LIMIT 1) IN ({marks}))) ORDER BY seq",
+                (job_id, job_id, *reasons),
+            ).fetchall()
+            return [(row[0], JobState(row[1])) for row in rows]
+
+        return await self._run(select)
+
     async def _update(self, job_id: str, assignment: str, value: Any) -> None:
         def update(conn: sqlite3.Connection) -> int:
             return conn.execute(
