@@ -25,7 +25,7 @@ from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
-from trawler.store.sqlite_read import PageFilter
+from trawler.store.sqlite_read import PageFilter, host_row
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
@@ -105,7 +105,7 @@ class PostgresJobReader:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)
         numbers = pg.host_numbers(self.conn, self.job_id, names)
         queued = self.frontier.host_queued(names)
-        return [_host_row(host, queued[host], numbers.get(host)) for host in names], total
+        return [host_row(host, queued[host], numbers.get(host)) for host in names], total
 
     def host_report(self, host: str) -> dict | None:
         if "\x00" in host:
@@ -114,7 +114,7 @@ class PostgresJobReader:
         queued = self.frontier.host_queued([host])[host]
         if numbers is None and not queued:
             return None
-        report = _host_row(host, queued, numbers)
+        report = host_row(host, queued, numbers)
         config = self.config
         report["interval_s"] = config.delay_s  # the job's; Crawl-delay and back-off: Redis's
         report["politeness"] = dict.fromkeys(
@@ -144,12 +144,3 @@ def _give_back(pool: ConnectionPool, conn: psycopg.Connection) -> None:
     with contextlib.suppress(psycopg.Error):  # a broken one: the pool replaces it
         conn.rollback()
     pool.putconn(conn)
-
-
-def _host_row(host: str, queued: int, numbers: tuple | None) -> dict:
-    fetched, failed, mean_s = numbers or (0, 0, None)
-    return {
-        "host": host, "queued": queued, "fetched": fetched, "errors": failed or 0,
-        "error_rate": round((failed or 0) / fetched, 4) if fetched else 0.0,
-        "mean_response_s": round(mean_s, 4) if mean_s is not None else None,
-    }  # fmt: skip

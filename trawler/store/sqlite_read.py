@@ -216,10 +216,11 @@ def host_rows(conn: sqlite3.Connection, offset: int, limit: int) -> tuple[list[d
         "SELECT host, queued FROM host_queues ORDER BY host LIMIT ? OFFSET ?", (limit, offset)
     ).fetchall()
     numbers = _host_numbers(conn, [host for host, _ in queues])
-    return [_host_row(host, queued, numbers.get(host)) for host, queued in queues], total
+    return [host_row(host, queued, numbers.get(host)) for host, queued in queues], total
 
 
-def _host_row(host: str, queued: int, numbers: tuple | None) -> dict:
+def host_row(host: str, queued: int, numbers: tuple | None) -> dict:
+    """A host's row of /hosts from (fetched, failed, mean response s); both backends."""
     fetched, failed, mean_s = numbers or (0, 0, None)
     return {
         "host": host, "queued": queued, "fetched": fetched, "errors": failed or 0,
@@ -233,7 +234,7 @@ def host_report(conn: sqlite3.Connection, host: str, config: CrawlConfig) -> dic
     queue = conn.execute("SELECT queued FROM host_queues WHERE host = ?", (host,)).fetchone()
     if queue is None:
         return None
-    report = _host_row(host, queue[0], _host_numbers(conn, [host]).get(host))
+    report = host_row(host, queue[0], _host_numbers(conn, [host]).get(host))
     kept = conn.execute(
         "SELECT last_sent_at, next_allowed_at, crawl_delay_s, backoff_s, failures,"
         " paused_until FROM hosts WHERE host = ?",
