@@ -478,6 +478,10 @@ class TestRedisFrontier(FrontierContract):
         with pytest.raises(OutageAbandoned):  # a CancelledError: never a URL's error
             await asyncio.wait_for(adding, 3)
 
+    # Its own waits add up to ~30 s (a 7 s outage, a Redis restart with AOF, lease
+    # waits): the module's 60 s guard against hangs left too little margin on a
+    # loaded 2-core machine (it timed out once in teardown), so it has 120 s.
+    @pytest.mark.timeout(120)
     async def test_leases_outlive_a_redis_outage_longer_than_themselves(
         self, make, own_redis: RedisServer
     ) -> None:
