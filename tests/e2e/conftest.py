@@ -85,3 +85,14 @@ def export_rows(data: Path) -> list[dict]:
     out = run_trawler("export", "--data", str(data), "--format", "jsonl", "--include-noindex")
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture(params=["embedded", "distributed"])
+def crawl_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """Crawls run by `trawler crawl`, or by `trawler submit` and two workers
+    (tests/e2e/backends.py): the behavioural tests run once on each."""
+    from tests.e2e.backends import close_backend, open_backend
+
+    backend = open_backend(request, request.param, tmp_path)
+    yield backend
+    close_backend(backend)
