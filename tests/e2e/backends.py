@@ -83,7 +83,7 @@ class EmbeddedCrawls:
         self.crawls += 1
         data = self.tmp / f"data-{self.crawls}"
         private = ["--allow-private"] if allow_private else []
-        out = run_trawler("crawl", *seeds, "--data", str(data), *private, "-q", *options,
+        out = run_trawler("crawl", *seeds, "--data", str(data), *private, *options,
                           timeout=timeout_s)  # fmt: skip
         warc = job_data(data) / "warc" if out.returncode == 0 else data / "warc"
         return Crawled(out.returncode, out.stderr, ["--data", str(data)], warc)
@@ -170,3 +170,15 @@ def _wait_bounded(workers: list[subprocess.Popen[str]], timeout_s: float) -> int
             code = -1
         status = status or code
     return status
+
+
+def writer_of(row: dict) -> str:
+    """Which process stored ``row``: its WARC file's prefix (trawler-<worker id>, or
+    trawler for `trawler crawl`), before the -<stamp>-<serial>-<token> WarcWriter adds."""
+    return row["warc_file"].rsplit("-", 3)[0]
+
+
+def same_writer(*rows: dict) -> bool:
+    """Stored by one process: in distributed mode, duplicates are found only among
+    the pages one worker stores (README: a documented limit, closed by issue 17)."""
+    return len({writer_of(row) for row in rows}) == 1
