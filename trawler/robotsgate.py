@@ -95,13 +95,17 @@ class RobotsGate:
             result, self.robots_token, time.monotonic(), previous, self.retry_waits_s
         )
         kept = RobotsFetch(result.status, result.error, result.body, time.time(), entry.failures)
-        ttl_s = entry.retry_at - entry.fetched_at if entry.unavailable else CACHE_TTL_S
         # An answer is the server's and is shared by every job that asks alike (same
         # profile); an error also depends on the job's own timeouts and on the moment.
-        job_only = result.error is not None
-        await frontier.share_robots(site, profile, kept, ttl_s, job_only=job_only)
+        # An unavailable one stays in the job too: its count of failures drives the
+        # job's own retry waits, and is kept past its retry time (like an answer), so
+        # the job's next fetcher, maybe another worker, goes on counting and gives up
+        # in time. Kept only until the retry was due, each worker started the count
+        # again and fetched robots.txt more often than --robots-retry-wait allows.
+        job_only = result.error is not None or entry.unavailable
+        await frontier.share_robots(site, profile, kept, CACHE_TTL_S, job_only=job_only)
         if self.shared is not None and not job_only:
-            self.shared.put(site, profile, kept, time.monotonic() + ttl_s)
+            self.shared.put(site, profile, kept, time.monotonic() + CACHE_TTL_S)
         return self._keep(site, host, frontier, entry)
 
     def _keep(self, site: str, host: str, frontier: Frontier, entry: RobotsEntry) -> RobotsEntry:

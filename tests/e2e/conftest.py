@@ -10,11 +10,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.servers import prioritise
 from trawler.sitegen import Site, SiteSpec
+
+if TYPE_CHECKING:  # backends.py imports this module
+    from tests.e2e.backends import CrawlBackend
 
 
 @dataclass
@@ -85,3 +89,14 @@ def export_rows(data: Path) -> list[dict]:
     out = run_trawler("export", "--data", str(data), "--format", "jsonl", "--include-noindex")
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture(params=["embedded", "distributed"])
+def crawl_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CrawlBackend]:
+    """Crawls run by `trawler crawl`, or by `trawler submit` and two workers
+    (tests/e2e/backends.py): the behavioural tests run once on each."""
+    from tests.e2e.backends import close_backend, open_backend
+
+    backend = open_backend(request, request.param, tmp_path)
+    yield backend
+    close_backend(backend)

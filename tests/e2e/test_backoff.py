@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.backends import CrawlBackend
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.e2e.test_rules import ROBOTS, links
 
@@ -16,7 +15,7 @@ def arrivals(server: Scripted, path: str) -> list[float]:
     return sorted(e["t"] for e in server.log() if e["path"] == path)
 
 
-def test_retries_back_off_and_dead_letters(tmp_path: Path) -> None:
+def test_retries_back_off_and_dead_letters(crawl_backend: CrawlBackend, tmp_path: Path) -> None:
     script = {
         "0": {  # a host that asks to slow down, then recovers
             "/robots.txt": ROBOTS,
@@ -36,17 +35,15 @@ def test_retries_back_off_and_dead_letters(tmp_path: Path) -> None:
         },
     }
     server = start_scripted(tmp_path, script)
-    data = tmp_path / "data"
     try:
-        out = run_trawler(
-            "crawl", server.bases[0] + "/", server.bases[1] + "/", "--data", str(data),
-            "--scope", "any", "--allow-private", "--delay", "0", "--timeout", "0.5", "-q",
-            "--no-sitemaps",
+        crawled = crawl_backend.crawl(
+            [server.bases[0] + "/", server.bases[1] + "/"], "--scope", "any", "--delay", "0",
+            "--timeout", "0.5", "--no-sitemaps",
         )  # fmt: skip
-        assert out.returncode == 0, out.stderr
+        assert crawled.returncode == 0, crawled.stderr
     finally:
         server.stop()
-    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in crawled.export()}
     # 503 then 429, each with Retry-After: 1 s, then 200: three attempts, a second apart.
     busy = arrivals(server, "/busy")
     assert len(busy) == 3
@@ -59,7 +56,7 @@ def test_retries_back_off_and_dead_letters(tmp_path: Path) -> None:
     assert len(arrivals(server, "/broken")) == 3 and rows["broken"]["error"] == "http_500"
     assert len(arrivals(server, "/missing")) == 1 and rows["missing"]["error"] == "http_404"
     assert len(arrivals(server, "/slow")) == 3 and rows["slow"]["error"] == "timeout"
-    stats = json.loads(run_trawler("stats", "--data", str(data), "--json").stdout)
+    stats = crawled.stats()
     assert stats["dead_letter"] == 1
     assert stats["counters"]["retried.http_503"] == 1 and stats["counters"]["retried.http_429"] == 1
     assert stats["fetch_attempts"]["retry"] == 2 + 2 + 2

@@ -7,6 +7,7 @@ import random
 import sqlite3
 from pathlib import Path
 
+from tests.e2e.backends import CrawlBackend, same_writer
 from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import Served, export_rows, job_data, run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
@@ -21,7 +22,8 @@ def article(words: list[str], nav: str = "Home About Contact", footer: str = "(c
             f"<p>{' '.join(words)}</p><footer>{footer}</footer></body></html>")  # fmt: skip
 
 
-def test_duplicates_marked_and_left_out_of_search(tmp_path: Path) -> None:
+def duplicates_site(tmp_path: Path) -> tuple[Scripted, list[str]]:
+    """An article, its exact copy, a one-word edit, the same text in other chrome, another."""
     rng = random.Random(5)
     words = [rng.choice(VOCABULARY) for _ in range(600)]
     edited = list(words)
@@ -36,7 +38,32 @@ def test_duplicates_marked_and_left_out_of_search(tmp_path: Path) -> None:
         "/chrome": page(article(words, nav="Shop Blog Careers Press", footer="Imprint Privacy")),
         "/other": page(article(other)),
     }}  # fmt: skip
-    server = start_scripted(tmp_path, script)
+    return start_scripted(tmp_path, script), words
+
+
+def test_duplicates_marked(crawl_backend: CrawlBackend, tmp_path: Path) -> None:
+    server, _words = duplicates_site(tmp_path)
+    try:
+        crawled = crawl_backend.crawl([server.bases[0] + "/"], "--delay", "0", "--concurrency",
+                                      "1", "--no-sitemaps")  # fmt: skip
+        assert crawled.returncode == 0, crawled.stderr
+    finally:
+        server.stop()
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in crawled.export()}
+    original = server.bases[0] + "/orig"
+    assert rows["orig"]["duplicate_of"] is None
+    for name in ("copy", "edit", "chrome"):
+        if same_writer(rows[name], rows["orig"]):  # else a documented distributed limit
+            assert rows[name]["duplicate_of"] == original, name
+        else:
+            assert rows[name]["duplicate_of"] in (None, original), name
+    assert rows["other"]["duplicate_of"] is None
+    assert all(len(r["simhash"]) == 16 for n, r in rows.items() if n)
+
+
+# Embedded only: full-text search (distributed search is issue 17).
+def test_duplicates_left_out_of_search(tmp_path: Path) -> None:
+    server, words = duplicates_site(tmp_path)
     data = tmp_path / "data"
     try:
         out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
@@ -44,13 +71,7 @@ def test_duplicates_marked_and_left_out_of_search(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
     finally:
         server.stop()
-    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
     original = server.bases[0] + "/orig"
-    assert rows["orig"]["duplicate_of"] is None
-    for name in ("copy", "edit", "chrome"):
-        assert rows[name]["duplicate_of"] == original, name
-    assert rows["other"]["duplicate_of"] is None
-    assert all(len(r["simhash"]) == 16 for n, r in rows.items() if n)
     hits = search(data, words[10])
     assert [h["url"] for h in hits] == [original]  # duplicates are not indexed again
     assert "**" in hits[0]["snippet"]
@@ -71,9 +92,23 @@ def index_site(tmp_path: Path) -> tuple[Scripted, list[str]]:
     return start_scripted(tmp_path, script), words
 
 
-def test_index_pages_are_not_duplicates_and_a_flagged_page_stays_searchable(
-    tmp_path: Path,
-) -> None:
+def test_index_pages_are_not_duplicates(crawl_backend: CrawlBackend, tmp_path: Path) -> None:
+    server, _words = index_site(tmp_path)
+    try:
+        crawled = crawl_backend.crawl([server.bases[0] + "/"], "--delay", "0", "--no-sitemaps")
+        assert crawled.returncode == 0, crawled.stderr
+    finally:
+        server.stop()
+    base = server.bases[0]
+    rows = {r["url"].removeprefix(base): r for r in crawled.export()}
+    flags = {path: row["duplicate_of"] for path, row in rows.items()}
+    found = same_writer(rows["/edit"], rows["/orig"])  # else a documented distributed limit
+    assert flags == {"/": None, "/orig": None, "/edit": base + "/orig" if found else None,
+                     **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
+
+
+# Embedded only: full-text search (distributed search is issue 17).
+def test_a_flagged_page_stays_searchable(tmp_path: Path) -> None:
     server, words = index_site(tmp_path)
     data = tmp_path / "data"
     try:
@@ -83,9 +118,6 @@ def test_index_pages_are_not_duplicates_and_a_flagged_page_stays_searchable(
     finally:
         server.stop()
     base = server.bases[0]
-    flags = {r["url"].removeprefix(base): r["duplicate_of"] for r in export_rows(data)}
-    assert flags == {"/": None, "/orig": None, "/edit": base + "/orig",
-                     **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
     assert [h["url"] for h in search(data, "lighthousekeeper")] == [base + "/edit"]
     assert [h["url"] for h in search(data, words[10])] == [base + "/orig"]
     with sqlite3.connect(job_data(data) / "trawler.db") as conn:
@@ -99,17 +131,19 @@ def search(data: Path, query: str, *args: str) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
-def test_distinct_test_site_pages_are_not_flagged(testsite: Served, tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    out = run_trawler("crawl", *testsite.seeds, "--data", str(data), "--allow-private",
-                      "--scope", "any", "--delay", "0.02", "-q", "--no-sitemaps")  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    pages = [r for r in export_rows(data) if r["simhash"]]
+def test_distinct_test_site_pages_are_not_flagged(
+    crawl_backend: CrawlBackend, testsite: Served
+) -> None:
+    crawled = crawl_backend.crawl(testsite.seeds, "--scope", "any", "--delay", "0.02",
+                                  "--no-sitemaps")  # fmt: skip
+    assert crawled.returncode == 0, crawled.stderr
+    pages = [r for r in crawled.export() if r["simhash"]]
     flagged = [r for r in pages if r["duplicate_of"] and r["duplicate_of"] != r["canonical"]]
     assert len(pages) > 50
     assert len(flagged) / len(pages) < 0.01
 
 
+# Embedded only: full-text search (distributed search is issue 17).
 def test_search_ranks_filters_and_excludes_noindex(testsite: Served, tmp_path: Path) -> None:
     data = tmp_path / "data"
     out = run_trawler("crawl", *testsite.seeds, "--data", str(data), "--allow-private",
@@ -127,31 +161,7 @@ def test_search_ranks_filters_and_excludes_noindex(testsite: Served, tmp_path: P
     assert search(data, 'AND OR ( "unclosed') == []  # hostile syntax is taken literally
 
 
-def test_distributed_worker_confirms_near_duplicates_too(
-    tmp_path: Path, redis_url: str, fresh_postgres_url: str
-) -> None:
-    """Near-duplicates are found per worker; the confirm step runs there as well."""
-    server, _words = index_site(tmp_path)
-    connect = ["--redis", redis_url, "--postgres", fresh_postgres_url]
-    try:
-        out = run_trawler("submit", server.bases[0] + "/", *connect, "--allow-private",
-                          "--delay", "0", "--no-sitemaps")  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        job = out.stdout.strip().splitlines()[-1]
-        out = run_trawler("worker", *connect, "--warc-dir", str(tmp_path / "warc"),
-                          "--exit-when-idle", "-q")  # fmt: skip
-        assert out.returncode == 0, out.stderr
-    finally:
-        server.stop()
-    out = run_trawler("export", "--postgres", fresh_postgres_url, "--job", job)
-    assert out.returncode == 0, out.stderr
-    base = server.bases[0]
-    rows = [json.loads(line) for line in out.stdout.splitlines()]
-    flags = {r["url"].removeprefix(base): r["duplicate_of"] for r in rows}
-    assert flags == {"/": None, "/orig": None, "/edit": base + "/orig",
-                     **{f"/genindex-{x}.html": None for x in "abcdefgh"}}  # fmt: skip
-
-
+# Not a crawl: an option's check.
 def test_near_duplicate_bits_beyond_the_index_is_a_bad_option(tmp_path: Path) -> None:
     """16 passed validation, then the SimHash index refused it with a traceback."""
     out = run_trawler("crawl", "http://127.0.0.1:9/", "--data", str(tmp_path / "d"),

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import hostile_server as hs
-from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.backends import BACKENDS, CrawlBackend, close_backend, open_backend
 from trawler.parse import parse_html
 from trawler.urls import Normaliser
 
@@ -123,7 +123,7 @@ class Hostile:
 @dataclass
 class Crawled:
     site: Hostile
-    out: subprocess.CompletedProcess[str]
+    stderr: str  # of `trawler crawl`, or of submit and the workers
     elapsed_s: float
     exported: list[dict]  # `trawler export --format jsonl --include-noindex`
     stats: dict
@@ -165,31 +165,34 @@ def stop(site: Hostile) -> None:
         site.process.wait()
 
 
-def crawl(site: Hostile, data: Path, roles: list[str], timeout_s: float) -> Crawled:
+def crawl(site: Hostile, backend: CrawlBackend, roles: list[str], timeout_s: float) -> Crawled:
     seeds = [site.url(role, "/") for role in roles]
     robots_waits = [
         arg for wait in ROBOTS_RETRY_WAITS_S for arg in ("--robots-retry-wait", str(wait))
     ]
     started = time.monotonic()
-    out = run_trawler(
-        "crawl", *seeds, "--data", str(data), "--allow-private", "-q", "--delay", "0",
-        "--timeout", str(TIMEOUT_S), "--max-bytes", str(MAX_BYTES),
+    done = backend.crawl(
+        seeds, "--delay", "0", "--timeout", str(TIMEOUT_S), "--max-bytes", str(MAX_BYTES),
         "--max-links-per-page", str(MAX_LINKS), "--max-attempts", str(MAX_ATTEMPTS),
-        *robots_waits, timeout=timeout_s,
+        *robots_waits, timeout_s=timeout_s,
     )  # fmt: skip
     elapsed_s = time.monotonic() - started
-    assert out.returncode == 0, out.stderr
-    stats = json.loads(run_trawler("stats", "--data", str(data), "--json").stdout)
-    return Crawled(site, out, elapsed_s, export_rows(data), stats, site.requests())
+    assert done.returncode == 0, done.stderr
+    return Crawled(site, done.stderr, elapsed_s, done.export(), done.stats(), site.requests())
 
 
-@pytest.fixture(scope="module")
-def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawled]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def crawled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Crawled]:
+    """One crawl of every hostile host, by `trawler crawl` or by two workers."""
     tmp = tmp_path_factory.mktemp("hostile")
     site = start_hostile(tmp)
+    backend = open_backend(request, request.param, tmp)
     try:
-        yield crawl(site, tmp / "data", list(hs.ROLES), timeout_s=CRAWL_BUDGET_S + 30)
+        yield crawl(site, backend, list(hs.ROLES), timeout_s=CRAWL_BUDGET_S + 30)
     finally:
+        close_backend(backend)
         stop(site)
 
 
@@ -200,7 +203,7 @@ def test_crawl_ends_in_bounded_time(crawled: Crawled) -> None:
     assert crawled.elapsed_s < CRAWL_BUDGET_S, crawled.elapsed_s
     assert crawled.stats["job"]["state"] == "finished"
     assert crawled.stats["urls_queued"] == 0
-    assert "Traceback" not in crawled.out.stderr
+    assert "Traceback" not in crawled.stderr
 
 
 def test_every_canary_fetched_and_stored_exactly_once(crawled: Crawled) -> None:

@@ -11,14 +11,13 @@ URL ends with a page row.
 from __future__ import annotations
 
 import gzip
-import subprocess
 from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import export_rows, job_data, run_trawler
+from tests.e2e.backends import CrawlBackend, Crawled
+from tests.e2e.conftest import export_rows, run_trawler
 from tests.e2e.raw_server import RawServer
-from tests.e2e.test_distributed import TRAWLER, exported, start_worker
 
 HOME = (
     b"HTTP/1.1 302 Found\r\nLocation: /caf\xe9.html\r\nX-Note: \xff\xfe\r\n"
@@ -37,26 +36,22 @@ def answer(_host: int, target: str) -> bytes:
     return {"/": HOME, "/caf%E9.html": CAFE, "/menu%C3%A9": PAGE}.get(target, NOT_FOUND)
 
 
-def crawl(server: RawServer, data: Path):
-    return run_trawler("crawl", server.base() + "/", "--data", str(data), "--allow-private",
-                       "--delay", "0", "--no-sitemaps", "-q", timeout=60)  # fmt: skip
+def crawl(backend: CrawlBackend, server: RawServer) -> Crawled:
+    crawled = backend.crawl([server.base() + "/"], "--delay", "0", "--no-sitemaps", timeout_s=60)
+    assert crawled.returncode == 0, crawled.stderr
+    assert "Traceback" not in crawled.stderr
+    return crawled
 
 
-def test_undecodable_header_bytes_do_not_stop_the_crawl(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def test_undecodable_header_bytes_do_not_stop_the_crawl(crawl_backend: CrawlBackend) -> None:
     with RawServer(answer) as server:
-        first = crawl(server, data)
-        assert first.returncode == 0, first.stderr
-        # A resume must not meet a poisoned URL either.
-        resumed = run_trawler("crawl", "--data", str(data), "-q", timeout=60)
-        assert resumed.returncode == 0, resumed.stderr
+        crawled = crawl(crawl_backend, server)
         requested = [r.target for r in server.requests if r.target != "/robots.txt"]
-    assert "Traceback" not in first.stderr + resumed.stderr
     base = server.base()
     # The hop followed inline; the canonical URL from the Link header crawled on its own.
     assert requested[:2] == ["/", "/caf%E9.html"]
     assert sorted(requested[2:]) == ["/b%FCro"]  # X-Robots-Tag nofollow: /menu not followed
-    rows = {row["url"]: row for row in export_rows(data)}
+    rows = {row["url"]: row for row in crawled.export()}
     assert set(rows) == {base + "/", base + "/b%FCro"}
     home = rows[base + "/"]
     assert (home["status"], home["error"]) == (200, None)
@@ -67,38 +62,31 @@ def test_undecodable_header_bytes_do_not_stop_the_crawl(tmp_path: Path) -> None:
     assert rows[base + "/b%FCro"]["error"] == "http_404"
 
 
-def test_warc_keeps_header_bytes_as_sent(tmp_path: Path) -> None:
+# Embedded only: a job resumed from its data directory (`trawler crawl --data`).
+def test_a_resume_meets_no_poisoned_url(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with RawServer(answer) as server:
-        out = crawl(server, data)
-    assert out.returncode == 0, out.stderr
-    (path,) = (job_data(data) / "warc").glob("*.warc.gz")
-    with path.open("rb") as stream:
-        targets = [
-            record.rec_headers.get_header("WARC-Target-URI")
-            for record in ArchiveIterator(stream, check_digests=True)
-            if record.rec_type == "response"
-        ]
+        first = run_trawler("crawl", server.base() + "/", "--data", str(data), "--allow-private",
+                            "--delay", "0", "--no-sitemaps", "-q", timeout=60)  # fmt: skip
+        assert first.returncode == 0, first.stderr
+        resumed = run_trawler("crawl", "--data", str(data), "-q", timeout=60)
+        assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in first.stderr + resumed.stderr
+    assert len(export_rows(data)) == 2
+
+
+def test_warc_keeps_header_bytes_as_sent(crawl_backend: CrawlBackend) -> None:
+    with RawServer(answer) as server:
+        crawled = crawl(crawl_backend, server)
+    paths = sorted(crawled.warc_dir.glob("*.warc.gz"))  # one per worker that wrote
+    targets = []
+    for path in paths:
+        with path.open("rb") as stream:
+            targets += [
+                record.rec_headers.get_header("WARC-Target-URI")
+                for record in ArchiveIterator(stream, check_digests=True)
+                if record.rec_type == "response"
+            ]
     expected = ["/b%FCro", "/caf%E9.html", "/robots.txt"]  # robots.txt is archived too
     assert sorted(targets) == [server.base() + path for path in expected]
-    assert CAFE_HEAD in gzip.decompress(path.read_bytes())
-
-
-def test_distributed_worker_survives_the_same_answers(
-    tmp_path: Path, redis_url: str, fresh_postgres_url: str
-) -> None:
-    """The same bytes in distributed mode: the worker that leases the URL used to die."""
-    with RawServer(answer) as server:
-        out = subprocess.run(
-            [*TRAWLER, "submit", server.base() + "/", "--redis", redis_url, "--postgres",
-             fresh_postgres_url, "--allow-private", "--no-sitemaps", "--delay", "0"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr
-        job = out.stdout.strip().splitlines()[-1]
-        worker = start_worker(tmp_path, redis_url, fresh_postgres_url)
-        assert worker.wait(60) == 0, worker.stderr.read() if worker.stderr else ""
-    rows = {row["url"]: row for row in exported(fresh_postgres_url, job)}
-    base = server.base()
-    assert set(rows) == {base + "/", base + "/b%FCro"}
-    assert rows[base + "/"]["final_url"] == base + "/caf%E9.html"
+    assert any(CAFE_HEAD in gzip.decompress(path.read_bytes()) for path in paths)

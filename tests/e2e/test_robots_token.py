@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.backends import CrawlBackend
 from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import run_trawler
 from tests.e2e.scripted import Scripted, page, start_scripted
@@ -29,34 +30,47 @@ def mybot_site(tmp_path: Path) -> Iterator[Scripted]:
     server.stop()
 
 
-def crawl(server: Scripted, data: Path, *args: str) -> None:
-    out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
-                      "--delay", "0", "-q", "--no-sitemaps", *args)  # fmt: skip
-    assert out.returncode == 0, out.stderr
+def crawl(backend: CrawlBackend, server: Scripted, *args: str) -> None:
+    crawled = backend.crawl([server.bases[0] + "/"], "--delay", "0", "--no-sitemaps", *args)
+    assert crawled.returncode == 0, crawled.stderr
 
 
 def test_compatible_product_in_mozilla_ua_obeys_its_group(
-    mybot_site: Scripted, tmp_path: Path
+    crawl_backend: CrawlBackend, mybot_site: Scripted
 ) -> None:
-    crawl(mybot_site, tmp_path / "mine", "--user-agent", MOZILLA_UA)
+    crawl(crawl_backend, mybot_site, "--user-agent", MOZILLA_UA)
     assert mybot_site.paths() == ["/robots.txt"]
     assert {e["ua"] for e in mybot_site.log()} == {MOZILLA_UA}  # the header is unchanged
     # The same site crawled as another product is fetched: the check above can fail.
-    crawl(mybot_site, tmp_path / "other", "--user-agent", OTHER_UA)
+    crawl(crawl_backend, mybot_site, "--user-agent", OTHER_UA)
     assert {"/", "/a", "/b"} <= set(mybot_site.paths())
 
 
-def test_robots_agent_option_sets_the_token(mybot_site: Scripted, tmp_path: Path) -> None:
-    crawl(mybot_site, tmp_path / "data", "--user-agent", OTHER_UA, "--robots-agent", "mybot")
+def test_robots_agent_option_sets_the_token(
+    crawl_backend: CrawlBackend, mybot_site: Scripted
+) -> None:
+    crawl(crawl_backend, mybot_site, "--user-agent", OTHER_UA, "--robots-agent", "MyBot")
+    assert mybot_site.paths() == ["/robots.txt"]
+    assert {e["ua"] for e in mybot_site.log()} == {OTHER_UA}
+
+
+# Embedded only: a job resumed from its data directory (`trawler crawl --data`).
+def test_robots_agent_kept_for_a_resumed_job(mybot_site: Scripted, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    out = run_trawler("crawl", mybot_site.bases[0] + "/", "--data", str(data), "--allow-private",
+                      "--delay", "0", "-q", "--no-sitemaps", "--user-agent", OTHER_UA,
+                      "--robots-agent", "mybot")  # fmt: skip
+    assert out.returncode == 0, out.stderr
     assert mybot_site.paths() == ["/robots.txt"]
     # The token goes into the stored job, used again on resume.
-    out = run_trawler("jobs", "list", "--data", str(tmp_path / "data"), "--json")
+    out = run_trawler("jobs", "list", "--data", str(data), "--json")
     assert json.loads(out.stdout)["jobs"][0]["options"]["robots_agent"] == "mybot"
-    again = run_trawler("crawl", "--data", str(tmp_path / "data"), "--user-agent", OTHER_UA)
+    again = run_trawler("crawl", "--data", str(data), "--user-agent", OTHER_UA)
     assert again.returncode == 0 and "already finished" in again.stdout
     assert mybot_site.paths() == ["/robots.txt"]
 
 
+# Not crawls: `trawler robots` and the option checks.
 def test_robots_command_shows_the_token(mybot_site: Scripted) -> None:
     url = mybot_site.bases[0] + "/a"
     out = run_trawler("robots", url, "--allow-private", "--agent", MOZILLA_UA, "--json")
@@ -92,24 +106,3 @@ def test_bad_robots_agent_from_environment(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert "invalid --robots-agent" in assert_one_line_error(out, 2)
-
-
-def test_distributed_job_carries_the_token(
-    mybot_site: Scripted, tmp_path: Path, redis_url: str, fresh_postgres_url: str
-) -> None:
-    trawler = [sys.executable, "-m", "trawler"]
-    submitted = subprocess.run(
-        [*trawler, "submit", mybot_site.bases[0] + "/", "--redis", redis_url, "--postgres",
-         fresh_postgres_url, "--allow-private", "--no-sitemaps", "--delay", "0",
-         "--user-agent", OTHER_UA, "--robots-agent", "MyBot"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert submitted.returncode == 0, submitted.stderr
-    worker = subprocess.run(
-        [*trawler, "worker", "--redis", redis_url, "--postgres", fresh_postgres_url,
-         "--warc-dir", str(tmp_path / "warc"), "--exit-when-idle", "-q"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert worker.returncode == 0, worker.stderr
-    assert mybot_site.paths() == ["/robots.txt"]
-    assert {e["ua"] for e in mybot_site.log()} == {OTHER_UA}

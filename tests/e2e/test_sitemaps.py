@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tests.e2e.conftest import export_rows, run_trawler
+from tests.e2e.backends import CrawlBackend
 from tests.e2e.scripted import page, start_scripted
 from tests.e2e.test_rules import links
 
@@ -17,7 +16,7 @@ def urlset(*entries: str) -> str:
     return f"<urlset {NS}>{''.join(entries)}</urlset>"
 
 
-def test_sitemaps_from_robots_and_index(tmp_path: Path) -> None:
+def test_sitemaps_from_robots_and_index(crawl_backend: CrawlBackend, tmp_path: Path) -> None:
     base = "http://127.0.9.1:{port}"
     script = {
         "0": {
@@ -45,37 +44,33 @@ def test_sitemaps_from_robots_and_index(tmp_path: Path) -> None:
         }
     }
     server = start_scripted(tmp_path, script)
-    data = tmp_path / "data"
     try:
-        out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data), "--allow-private",
-                          "--delay", "0", "--max-depth", "1", "-q")  # fmt: skip
-        assert out.returncode == 0, out.stderr
+        crawled = crawl_backend.crawl([server.bases[0] + "/"], "--delay", "0", "--max-depth", "1")
+        assert crawled.returncode == 0, crawled.stderr
     finally:
         server.stop()
     fetched = server.paths()
     assert fetched.count("/only-in-sitemap") == 1 and fetched.count("/linked") == 1
     assert "/private/hidden" not in fetched and "/sitemap.xml" not in fetched
-    rows = {r["url"].rsplit("/", 1)[1]: r for r in export_rows(data)}
+    rows = {r["url"].rsplit("/", 1)[1]: r for r in crawled.export()}
     assert rows["only-in-sitemap"]["sitemap_lastmod"] == "2026-01-02"
     assert rows["only-in-sitemap"]["depth"] == 1
     assert rows["one.xml"]["error"] is None and rows["one.xml"]["links_count"] == 4
-    stats = json.loads(run_trawler("stats", "--data", str(data), "--json").stdout)
+    stats = crawled.stats()
     assert stats["counters"]["sitemaps.fetched"] == 2
     assert stats["counters"]["sitemaps.rejected_location"] == 1
 
 
-def test_default_sitemap_xml_and_no_sitemaps(tmp_path: Path) -> None:
+def test_default_sitemap_xml_and_no_sitemaps(crawl_backend: CrawlBackend, tmp_path: Path) -> None:
     script = {"0": {"/": page(links()), "/sitemap.xml": page(urlset(
         "<url><loc>http://127.0.9.1:{port}/from-default</loc></url>"), **XML),
         "/from-default": page(links())}}  # fmt: skip
     server = start_scripted(tmp_path, script)
     try:
         for flag, expected in (("--sitemaps", True), ("--no-sitemaps", False)):
-            data = tmp_path / flag
-            out = run_trawler("crawl", server.bases[0] + "/", "--data", str(data),
-                              "--allow-private", "--delay", "0", "-q", flag)  # fmt: skip
-            assert out.returncode == 0, out.stderr
-            urls = {r["url"].rsplit("/", 1)[1] for r in export_rows(data)}
+            crawled = crawl_backend.crawl([server.bases[0] + "/"], "--delay", "0", flag)
+            assert crawled.returncode == 0, crawled.stderr
+            urls = {r["url"].rsplit("/", 1)[1] for r in crawled.export()}
             assert ("from-default" in urls) is expected
     finally:
         server.stop()

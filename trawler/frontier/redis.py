@@ -134,6 +134,7 @@ class RedisFrontier:
         self._closed = False
         self._wake = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
+        self._keeper_done = asyncio.Event()  # set by aclose: ends _keep_alive
         self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -158,6 +159,11 @@ class RedisFrontier:
         """Stop the background task and close the connection pool."""
         self.close()
         if self._keeper is not None:
+            # Cancelling alone is not enough: redis-py may turn the cancellation of a
+            # call in flight into an ordinary error ("Timeout connecting to server"),
+            # which _keep_alive takes for a passing one and goes on from; aclose then
+            # waited for it forever (a worker that never exited, 1 run in ~20).
+            self._keeper_done.set()
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeper
@@ -424,8 +430,13 @@ class RedisFrontier:
         """Renew leases well before they expire; refresh stats and the clock offset."""
         renew_every_s = self.options.lease_timeout_s / 3
         last_renew = time.monotonic()
-        while True:
-            await asyncio.sleep(min(STATS_REFRESH_S, renew_every_s))
+        while not self._keeper_done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._keeper_done.wait(), min(STATS_REFRESH_S, renew_every_s)
+                )
+            if self._keeper_done.is_set():
+                return
             try:
                 now = time.monotonic()
                 if now - last_renew >= renew_every_s:
