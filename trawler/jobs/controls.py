@@ -58,28 +58,37 @@ class ControlStore(Protocol):
     async def state(self) -> ControlState: ...
 
 
-def apply_controls(state: ControlState, services: Services) -> bool:
-    """Make ``services`` follow ``state``; True when anything changed. The crawlers
-    of the process see the new blocklist at once (they share it); politeness still
-    has to reach each crawler (``Crawler.apply_politeness``), which the caller does
-    when this returns True."""
+def apply_controls(state: ControlState, services: Services) -> None:
+    """Make ``services`` follow ``state``. The crawlers of the process see the new
+    blocklist at once (they share it); politeness still has to reach each crawler
+    (``Crawler.apply_politeness``): ``sync_controls`` does both."""
     blocklist = services.blocklist
     wanted = {entry.domain: entry for entry in state.blocklist}
     current = {entry.domain: entry for entry in blocklist.entries()}
-    changed = False
     for domain in current.keys() - wanted.keys():
         blocklist.remove(domain)
-        changed = True
     for domain, entry in wanted.items():
         if current.get(domain) != entry:
             blocklist.put(entry)
-            changed = True
     if services.politeness != state.politeness:
         services.politeness = state.politeness
         services.throttle.resize(state.politeness.concurrency)
         services.hosts.forget_times()
-        changed = True
-    return changed
+
+
+async def sync_controls(
+    store: ControlStore,
+    services: Services,
+    apply_politeness: Callable[[PolitenessSettings], None],
+) -> int:
+    """Read ``store`` once and apply it: to ``services``, and new politeness to the
+    process's crawlers through ``apply_politeness``. Returns the version read."""
+    state = await store.state()
+    before = services.politeness
+    apply_controls(state, services)
+    if state.politeness != before:
+        apply_politeness(state.politeness)
+    return state.version
 
 
 async def follow_controls(
@@ -96,12 +105,7 @@ async def follow_controls(
     while True:
         try:
             if seen is None or await store.version() != seen:
-                state = await store.state()
-                politeness = services.politeness
-                apply_controls(state, services)
-                if state.politeness != politeness:
-                    apply_politeness(state.politeness)
-                seen = state.version
+                seen = await sync_controls(store, services, apply_politeness)
         except Exception as exc:  # a busy or unreachable store: try again next time
             log.debug("cannot read the operators' controls: %s", exc)
         await asyncio.sleep(interval_s)

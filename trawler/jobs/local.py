@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 
 from trawler.blocklist import Blocked
 from trawler.config import CrawlConfig
-from trawler.jobs.controls import apply_controls, follow_controls
+from trawler.jobs.controls import follow_controls, sync_controls
 from trawler.jobs.embedded import EmbeddedJobStore, open_registry
 from trawler.jobs.embedded_controls import EmbeddedControlStore
 from trawler.jobs.handover import NoFreeSlot, mark_orphans, one_line, seed_chunks, seed_job
@@ -329,12 +329,7 @@ class LocalJobs:
             del self._watchers[job_id]
 
     async def _sync_controls(self) -> None:
-        runner = self._open_runner()
-        before = runner.services.politeness
-        state = await self.controls.state()
-        apply_controls(state, runner.services)
-        if state.politeness != before:
-            self._apply_politeness(state.politeness)
+        await sync_controls(self.controls, self._open_runner().services, self._apply_politeness)
 
     def _apply_politeness(self, settings: PolitenessSettings) -> None:
         for crawler in self._open_runner().crawlers():
