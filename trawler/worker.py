@@ -177,6 +177,7 @@ class Worker:
         self._backend: DistributedBackend | None = None
         self._pages_before = 0  # the job's pages stored when this worker joined it
         self._beat_done = asyncio.Event()
+        self._beat_now = asyncio.Event()  # the state changed: beat without waiting
         self._started = time.monotonic()
 
     def stop(self) -> None:
@@ -255,6 +256,7 @@ class Worker:
         self.crawler = crawler = Crawler(
             config, backend, on_progress=self.on_progress, services=services
         )
+        self._beat_now.set()  # listed as live at once
         # Paused or cancelled elsewhere: this worker leaves the job (in-flight requests
         # finish and are committed); a resumed job is picked again like any other.
         controls = Controls(pause=crawler.stop, resume=lambda: None, stop=crawler.stop)
@@ -271,6 +273,7 @@ class Worker:
                 task.cancel()
             self.pages_done += crawler.pages_stored - self._pages_before
             self.crawler = None
+            self._beat_now.set()  # listed as idle at once, not a beat later
             await services.close()
             await backend.close()  # already closed unless the crawl could not start
         if complete:
@@ -287,6 +290,7 @@ class Worker:
         connecting to server"), which the loop logs and goes on from; the
         ``done`` event ends the loop whatever happens to the cancellation."""
         self._beat_done.set()
+        self._beat_now.set()
         beating.cancel()
         await asyncio.wait({beating})
         if not beating.cancelled() and (exc := beating.exception()) is not None:
@@ -300,7 +304,8 @@ class Worker:
             except Exception as exc:
                 log.debug("heartbeat failed: %s", exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), HEARTBEAT_S)
+                await asyncio.wait_for(self._beat_now.wait(), HEARTBEAT_S)
+            self._beat_now.clear()
 
     def _beat(self) -> tuple[str, str | None, int, str | None, float]:
         """(state, job, pages done, current host, uptime) for the next heartbeat."""

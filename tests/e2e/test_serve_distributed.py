@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -65,10 +66,16 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
         assert info["pages_crawled"] == len(urls) and info["urls_queued"] == 0
         # Every worker seen by this Redis in the last hour is listed (other tests'
         # too, in a suite sharing one redis-server): ours are among them.
-        listed = {w["id"]: w for w in client.get("/api/v1/admin/workers").json()}
-        ours = [listed[worker_id] for worker_id in ("w0", "w1")]
-        assert {w["pages"] for w in ours} != {0}, "the workers shared the crawl"
-        assert all(w["uptime_s"] > 1 and w["state"] == "idle" for w in ours), ours
+        # The job is finished when its last commit is; a worker still tearing its
+        # crawl down (the one that did not end the job notices within 0.5 s) beats
+        # "idle" as soon as its crawler is gone, not a heartbeat later.
+        def ours() -> list[dict[str, Any]]:
+            listed = {w["id"]: w for w in client.get("/api/v1/admin/workers").json()}
+            return [listed[worker_id] for worker_id in ("w0", "w1")]
+
+        wait_until(lambda: all(w["state"] == "idle" for w in ours()), 10, "idle workers")
+        assert {w["pages"] for w in ours()} != {0}, "the workers shared the crawl"
+        assert all(w["uptime_s"] > 1 for w in ours()), ours()
         _check_reads(serve, job_id, site, len(urls))
         _check_cli_agrees(redis_url, fresh_postgres_url, client, job_id)
     finally:
