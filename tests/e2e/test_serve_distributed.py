@@ -64,6 +64,7 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
         _check_export_as_cli(client, fresh_postgres_url, job_id)
         info = job(client, job_id)
         assert info["pages_crawled"] == len(urls) and info["urls_queued"] == 0
+
         # Every worker seen by this Redis in the last hour is listed (other tests'
         # too, in a suite sharing one redis-server): ours are among them.
         # The job is finished when its last commit is; a worker still tearing its

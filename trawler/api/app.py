@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trawler import __version__
+from trawler.api.dashboard import mount_dashboard
 from trawler.api.deps import (
     ApiSettings,
     JobControlUnavailable,
@@ -66,6 +67,7 @@ def create_app(
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(system.router, responses={503: COMMON_ERRORS[503]})
+    mount_dashboard(app)
     _add_error_handlers(app)
     return app
 
