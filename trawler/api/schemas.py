@@ -259,6 +259,23 @@ class Timeseries(BaseModel):
     status_classes: dict[str, list[int]]  # "2xx": a count a second; "none": no status
 
 
+class FeedError(ErrorRow):
+    job: str
+
+
+class Snapshot(BaseModel):
+    """The data of each ``snapshot`` event of /api/v1/events: the same shapes as
+    /admin/stats, /admin/stats/timeseries, /jobs and /admin/workers answer."""
+
+    at: float  # Unix time it was read
+    stats: AdminStats
+    series: Timeseries
+    jobs: list[Job]  # newest first, at most 100
+    workers: list[Worker]
+    # Newest first, at most 100: of the running and paused jobs, or else of the newest.
+    errors: list[FeedError]
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     detail: str | None = None
