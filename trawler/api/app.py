@@ -64,9 +64,10 @@ def create_app(
     app.state.live = events.live_events(service)  # the dashboard's stream: one producer
     v1 = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)],
                    responses=COMMON_ERRORS)  # fmt: skip
-    for module in (jobs, jobdata, search, analysis, admin, controls, events):
+    for module in (jobs, jobdata, search, analysis, admin, controls):
         v1.include_router(module.router)
     app.include_router(v1)
+    app.include_router(events.router, prefix=API_PREFIX, dependencies=[Depends(require_token)])
     app.include_router(system.router, responses={503: COMMON_ERRORS[503]})
     mount_dashboard(app)
     _add_error_handlers(app)

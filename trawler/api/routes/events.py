@@ -25,13 +25,22 @@ router = APIRouter(tags=["live"])
 JOBS_SHOWN = 100
 ERRORS_SHOWN = 100
 FEED_STATES = frozenset({JobState.RUNNING, JobState.PAUSED})
+# Under the router's own prefix and token check (app.py): the API's shared error
+# answers would be documented as text/event-stream here, and they are JSON.
 STREAMED: Responses = {
     200: {
-        "model": Snapshot,
         "description": "Server-sent events, endless: `event: snapshot` at once, then every"
-        ' 0.5 s, its `data` the JSON of `Snapshot`; `event: problem` with `{"detail"}`'
-        " while the job store cannot be read (the stream goes on).",
-    }
+        " 0.5 s, its `data` one line of JSON: `at` (Unix time), `stats` (as /admin/stats),"
+        " `series` (as /admin/stats/timeseries), `jobs` (as /jobs/{id}, newest first, at"
+        " most 100), `workers` (as /admin/workers), `errors` (rows of /jobs/{id}/errors with"
+        " their `job`, newest first, at most 100: of the running and paused jobs, or else of"
+        ' the newest). `event: problem` with `{"detail"}` while the job store cannot be'
+        " read: the stream goes on.",
+    },
+    401: {
+        "description": "No or wrong bearer token",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    },
 }
 
 
