@@ -58,12 +58,14 @@ class SqliteJobReader:
         return iter_pages(self.conn, include_noindex, kinds)
 
     def pages(
-        self, wanted: sqlite_read.PageFilter, offset: int, limit: int
+        self, wanted: sqlite_read.PageFilter, offset: int, limit: int, newest_first: bool = False
     ) -> tuple[list[dict], int]:
-        return sqlite_read.page_rows(self.conn, wanted, offset, limit)
+        return sqlite_read.page_rows(self.conn, wanted, offset, limit, newest_first)
 
-    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
-        return sqlite_read.error_rows(self.conn, limit)
+    def errors(
+        self, limit: int, code: str | None = None, host: str | None = None
+    ) -> tuple[list[dict], dict[str, int]]:
+        return sqlite_read.error_rows(self.conn, limit, code, host)
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None
@@ -77,8 +79,8 @@ class SqliteJobReader:
     def url_report(self, url: str) -> dict:
         return sqlite_read.url_report(self.conn, url, self._robots_token)
 
-    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]:
-        return sqlite_read.host_rows(self.conn, offset, limit)
+    def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
+        return sqlite_read.host_rows(self.conn, offset, limit, sort, self.config)
 
     def host_report(self, host: str) -> dict | None:
         if self.config is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from trawler.config import CrawlConfig, stored_config
 from trawler.outcome import NOT_HTML
+from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
@@ -101,10 +102,11 @@ def _page_where(f: PageFilter) -> tuple[str, list]:
 
 
 def page_rows(
-    conn: sqlite3.Connection, wanted: PageFilter, offset: int, limit: int
-) -> tuple[list[dict], int]:
-    """Export rows (``EXPORT_COLUMNS``) of the pages ``wanted`` keeps, in commit order,
-    and how many there are in all."""
+    conn: sqlite3.Connection, wanted: PageFilter, offset: int, limit: int,
+    newest_first: bool = False,
+) -> tuple[list[dict], int]:  # fmt: skip
+    """Export rows (``EXPORT_COLUMNS``) of the pages ``wanted`` keeps, in commit order
+    (or its reverse), and how many there are in all."""
     kind = kind_expression(conn)
     where, args = _page_where(wanted)
     if wanted.kind is not None:
@@ -113,7 +115,8 @@ def page_rows(
     total = int(_scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
     columns = ", ".join(EXPORT_COLUMNS[:-1])
     cursor = conn.execute(
-        f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id LIMIT ? OFFSET ?",
+        f"SELECT {columns}, {kind} FROM pages WHERE {where}"
+        f" ORDER BY id{' DESC' if newest_first else ''} LIMIT ? OFFSET ?",
         (*args, min(limit, PAGE_ROWS_MAX), offset),
     )
     rows = []
@@ -124,12 +127,20 @@ def page_rows(
     return rows, total
 
 
-def error_rows(conn: sqlite3.Connection, limit: int) -> tuple[list[dict], dict[str, int]]:
-    """The ``limit`` latest failed fetches, newest first, and the count of each error code."""
+def error_rows(
+    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None
+) -> tuple[list[dict], dict[str, int]]:
+    """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
+    newest first, and the count of each error code over the whole job."""
+    where, args = _FAILED, []
+    for sql, value in (("error = ?", code), ("host = ?", host)):
+        if value is not None:
+            where += f" AND {sql}"
+            args.append(value)
     rows = conn.execute(
         "SELECT url, error, status, fetched_at, attempts, host FROM pages"
-        f" WHERE {_FAILED} ORDER BY id DESC LIMIT ?",
-        (limit,),
+        f" WHERE {where} ORDER BY id DESC LIMIT ?",
+        (*args, limit),
     )
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     latest = [dict(zip(names, row, strict=True)) for row in rows]
@@ -209,14 +220,85 @@ def _host_numbers(conn: sqlite3.Connection, hosts: list[str]) -> dict[str, tuple
     return {row[0]: row[1:] for row in conn.execute(sql, hosts)}
 
 
-def host_rows(conn: sqlite3.Connection, offset: int, limit: int) -> tuple[list[dict], int]:
-    """Hosts of the job in name order: queued, fetched, errors, error rate, mean time."""
+# /hosts?sort=: numeric sorts put the biggest first (the busiest, most failing,
+# slowest), ties by name; the values as host_row rounds them.
+HOST_ORDERS = {
+    "host": "q.host",
+    "fetched": "coalesce(p.fetched, 0) DESC, q.host",
+    "queued": "q.queued DESC, q.host",
+    "errors": "coalesce(p.failed, 0) DESC, q.host",
+    "error_rate": "coalesce(round(1.0 * p.failed / p.fetched, 4), 0) DESC, q.host",
+    "mean_response_s": "p.mean_s IS NULL, round(p.mean_s, 4) DESC, q.host",
+}
+_SORTED_HOSTS = (
+    "SELECT q.host, q.queued FROM host_queues q LEFT JOIN (SELECT host, count(*) AS fetched,"
+    " sum({failed}) AS failed, avg(fetch_duration_s) AS mean_s FROM pages GROUP BY host) p"
+    " ON p.host = q.host ORDER BY {order} LIMIT ? OFFSET ?"
+)
+
+
+def host_rows(
+    conn: sqlite3.Connection, offset: int, limit: int, sort: str = "host",
+    config: CrawlConfig | None = None,
+) -> tuple[list[dict], int]:  # fmt: skip
+    """Hosts of the job in ``sort`` order (HOST_ORDERS): queued, fetched, errors, error
+    rate, mean time, interval and back-off now, robots.txt. Any sort but the name's
+    reads every page (no index by host): the API's one-off question."""
     total = int(_scalar(conn, "SELECT count(*) FROM host_queues"))
-    queues = conn.execute(
-        "SELECT host, queued FROM host_queues ORDER BY host LIMIT ? OFFSET ?", (limit, offset)
-    ).fetchall()
-    numbers = _host_numbers(conn, [host for host, _ in queues])
-    return [host_row(host, queued, numbers.get(host)) for host, queued in queues], total
+    if sort == "host":
+        sql = "SELECT host, queued FROM host_queues ORDER BY host LIMIT ? OFFSET ?"
+    else:
+        sql = _SORTED_HOSTS.format(failed=_FAILED, order=HOST_ORDERS[sort])
+    queues = conn.execute(sql, (limit, offset)).fetchall()
+    names = [host for host, _ in queues]
+    numbers = _host_numbers(conn, names)
+    state = _politeness_now(conn, names, config or CrawlConfig())
+    robots = _robots_summaries(conn, names, config.robots_token if config else "")
+    return [
+        {**host_row(host, queued, numbers.get(host)), **state[host], "robots": robots.get(host)}
+        for host, queued in queues
+    ], total
+
+
+def current_interval_s(config: CrawlConfig, crawl_delay_s: float | None, backoff_s: float) -> float:
+    """A host's interval now, by the crawler's own rule (politeness.py)."""
+    slot = HostSlot("", crawl_delay_s=crawl_delay_s)
+    slot.health.backoff_s = backoff_s
+    return PolitenessPolicy.from_config(config).interval_s(slot)
+
+
+def _politeness_now(
+    conn: sqlite3.Connection, hosts: list[str], config: CrawlConfig
+) -> dict[str, dict]:
+    """host -> interval_s and backoff_s (None when not backed off)."""
+    marks = ", ".join("?" for _ in hosts)
+    kept = dict.fromkeys(hosts, (None, 0.0))
+    if hosts:
+        sql = f"SELECT host, crawl_delay_s, backoff_s FROM hosts WHERE host IN ({marks})"
+        kept |= {host: (delay, backoff) for host, delay, backoff in conn.execute(sql, hosts)}
+    return {
+        host: {"interval_s": current_interval_s(config, delay, backoff or 0.0),
+               "backoff_s": backoff or None}
+        for host, (delay, backoff) in kept.items()
+    }  # fmt: skip
+
+
+def _robots_summaries(conn: sqlite3.Connection, hosts: list[str], token: str) -> dict[str, dict]:
+    """host -> status, error, Crawl-delay of its newest robots.txt (none fetched: absent)."""
+    sites = {f"{scheme}://{host}": host for host in hosts for scheme in ("http", "https")}
+    if not sites:
+        return {}
+    rows = conn.execute(
+        "SELECT site, status, error, body FROM robots"
+        f" WHERE site IN ({', '.join('?' for _ in sites)}) ORDER BY fetched_at",
+        list(sites),
+    )
+    found = {}
+    for site, status, error, body in rows:  # the newest of each host last: it stays
+        result = FetchResult("", "", status=status, error=error, body=bytes(body))
+        rules = entry_from_fetch(result, token, 0.0, None).rules
+        found[sites[site]] = {"status": status, "error": error, "crawl_delay": rules.crawl_delay}
+    return found
 
 
 def host_row(host: str, queued: int, numbers: tuple | None) -> dict:
@@ -243,8 +325,9 @@ def host_report(conn: sqlite3.Connection, host: str, config: CrawlConfig) -> dic
     names = ("last_sent_at", "next_allowed_at", "crawl_delay_s", "backoff_s", "failures",
              "paused_until")  # fmt: skip
     state = dict(zip(names, kept, strict=True)) if kept else dict.fromkeys(names)
-    crawl_delay = min(state["crawl_delay_s"] or 0.0, config.max_crawl_delay_s)
-    report["interval_s"] = max(config.delay_s, crawl_delay) + (state["backoff_s"] or 0.0)
+    report["interval_s"] = current_interval_s(
+        config, state["crawl_delay_s"], state["backoff_s"] or 0.0
+    )
     report["politeness"] = state
     report["robots"] = _host_robots(conn, host, config.robots_token)
     return report
@@ -290,9 +373,11 @@ def activity(conn: sqlite3.Connection, now: float) -> dict:
 
 
 def per_second(conn: sqlite3.Connection, start: float, end: float) -> list[tuple]:
-    """(second, status class or 0 for none, failed, pages) for pages fetched in [start, end)."""
+    """(second, status class or 0 for none, failed, pages, body bytes) for pages fetched
+    in [start, end)."""
     return conn.execute(
-        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {_FAILED}, count(*)"
+        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {_FAILED}, count(*),"
+        " coalesce(sum(content_length), 0)"
         " FROM pages WHERE fetched_at >= ? AND fetched_at < ? GROUP BY 1, 2, 3",
         (start, end),
     ).fetchall()

@@ -84,7 +84,8 @@ async def collect_stats(
 
 @router.get("/stats/timeseries", response_model=Timeseries)
 async def timeseries(service: Service) -> Timeseries:
-    """Per second, the last 10 minutes: pages stored, errors, pages by status class."""
+    """Per second, the last 10 minutes: pages stored, errors, pages by status class,
+    body bytes fetched."""
     return await collect_series(service, await all_jobs(service))
 
 
@@ -97,19 +98,20 @@ async def collect_series(
     parts = await run_in_threadpool(
         each_job, service, [job.id for job in jobs], lambda reader: reader.per_second(start, end)
     )
-    pages = [0] * SERIES_S
-    errors = [0] * SERIES_S
+    pages, errors, size = [0] * SERIES_S, [0] * SERIES_S, [0] * SERIES_S
     classes = {name: [0] * SERIES_S for name in STATUS_CLASSES}
     for rows in parts:
-        for second, status_class, failed, count in rows:
+        for second, status_class, failed, count, body_bytes in rows:
             index = second - start
             if not 0 <= index < SERIES_S:
                 continue
             pages[index] += count
             errors[index] += count if failed else 0
+            size[index] += body_bytes
             name = f"{status_class}xx" if 1 <= status_class <= 5 else "none"
             classes[name][index] += count
-    return Timeseries(start=start, step_s=1, pages=pages, errors=errors, status_classes=classes)
+    return Timeseries(start=start, step_s=1, pages=pages, errors=errors, status_classes=classes,
+                      bytes=size)  # fmt: skip
 
 
 @router.get("/workers", response_model=list[Worker])
