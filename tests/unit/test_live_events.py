@@ -62,3 +62,21 @@ async def test_close_ends_every_stream() -> None:
     live.close()
     left = [chunk async for chunk in events]  # ends: bounded by the queue's size
     assert len(left) <= 4 and live.listeners == 0 and not live.producing
+
+
+async def test_a_slow_snapshot_is_followed_by_as_long_a_rest() -> None:
+    """A snapshot taking 0.05 s at an interval of 0.01 s: one every 0.1 s at most, so
+    the producer reads at most half the time."""
+
+    async def slow() -> Event:
+        await asyncio.sleep(0.05)
+        return Event("snapshot", "{}")
+
+    live = LiveEvents(slow, interval_s=0.01)
+    events = live.stream()
+    await anext(events)
+    started = asyncio.get_running_loop().time()
+    for _ in range(5):
+        await asyncio.wait_for(anext(events), 2)
+    assert asyncio.get_running_loop().time() - started >= 0.45
+    await events.aclose()

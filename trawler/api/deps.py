@@ -81,7 +81,7 @@ class JobReader(Protocol):
         """State, fetch history, robots.txt verdict and link counts of a normalised URL."""
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
-        """A page of the job's hosts in ``sort`` order (sqlite_read.HOST_ORDERS), with
+        """A page of the job's hosts in ``sort`` order (sqlite_hosts.HOST_ORDERS), with
         interval, back-off and robots.txt; and how many hosts in all."""
 
     def host_report(self, host: str) -> dict | None: ...

@@ -9,6 +9,9 @@ memory. A new listener gets the latest event at once (or the first one, computed
 at once, when it is the only listener). When the last listener leaves, the task
 stops: an idle server reads nothing.
 
+A snapshot that takes longer than half the interval is followed by a rest as
+long as it took (at most half of one thread's time goes to it).
+
 A store that cannot be read (``StoreUnavailable``) is an event ``problem`` with
 its one-line ``detail``, and the stream goes on: it shows the store's recovery.
 ``close`` ends every stream (the server is stopping: an endless answer would
@@ -107,7 +110,11 @@ class LiveEvents:
             self._latest = event
             for queue in list(self._listeners):
                 _offer(queue, event)
-            await asyncio.sleep(max(0.0, self.interval_s - (loop.time() - started)))
+            took = loop.time() - started
+            # A snapshot slower than half the interval (a big job: the reads scan its
+            # pages) is followed by as long a rest: the stream slows down rather than
+            # keep a thread reading without pause beside the crawl.
+            await asyncio.sleep(max(self.interval_s - took, took))
         log.debug("live events: no listener left")
 
     async def _next(self) -> Event:

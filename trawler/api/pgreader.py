@@ -25,7 +25,8 @@ from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
-from trawler.store.sqlite_read import PageFilter, current_interval_s, host_row
+from trawler.store.sqlite_hosts import current_interval_s, host_row
+from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
@@ -115,6 +116,9 @@ class PostgresJobReader:
             names = sorted(every, key=lambda host: (-queued[host], host))[offset : offset + limit]
         elif sort != "host":
             names = pg.sorted_hosts(self.conn, self.job_id, sort, offset, limit)
+        return self._host_rows(names), total
+
+    def _host_rows(self, names: list[str]) -> list[dict]:
         numbers = pg.host_numbers(self.conn, self.job_id, names)
         queued = self.frontier.host_queued(names)
         kept = self.frontier.host_politeness(names)
@@ -130,7 +134,7 @@ class PostgresJobReader:
             row["robots"] = None if host not in robots else {
                 "status": status, "error": error, "crawl_delay": crawl_delay}  # fmt: skip
             rows.append(row)
-        return rows, total
+        return rows
 
     def host_report(self, host: str) -> dict | None:
         if "\x00" in host:

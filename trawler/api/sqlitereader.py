@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
-from trawler.store import search, sqlite_read
+from trawler.store import search, sqlite_hosts, sqlite_read
 from trawler.store.sqlite import NotTrawlerData, connect
 from trawler.store.sqlite_export import iter_pages
 
@@ -80,12 +80,12 @@ class SqliteJobReader:
         return sqlite_read.url_report(self.conn, url, self._robots_token)
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
-        return sqlite_read.host_rows(self.conn, offset, limit, sort, self.config)
+        return sqlite_hosts.host_rows(self.conn, offset, limit, sort, self.config)
 
     def host_report(self, host: str) -> dict | None:
         if self.config is None:
             return None
-        return sqlite_read.host_report(self.conn, host, self.config)
+        return sqlite_hosts.host_report(self.conn, host, self.config)
 
     def activity(self, now: float) -> dict:
         return sqlite_read.activity(self.conn, now)

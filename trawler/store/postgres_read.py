@@ -161,7 +161,7 @@ def stored_hosts(
     return [row[0] for row in rows], total
 
 
-# /hosts?sort= by the stored pages (sqlite_read.HOST_ORDERS; queued: Redis's, the caller's).
+# /hosts?sort= by the stored pages (sqlite_hosts.HOST_ORDERS; queued: Redis's, the caller's).
 HOST_ORDERS = {
     "fetched": "count(*) DESC, host",
     "errors": f"count(*) FILTER (WHERE {FAILED}) DESC, host",

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from trawler.config import CrawlConfig, stored_config
 from trawler.outcome import NOT_HTML
-from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
@@ -26,7 +25,7 @@ from trawler.urls import host_key, origin
 
 URL_STATES = {QUEUED: "queued", DONE: "done", SKIPPED: "skipped", DEAD: "dead"}
 # A page whose fetch failed: an error code other than "not HTML" (which is no error).
-_FAILED = f"error IS NOT NULL AND error != '{NOT_HTML}'"
+FAILED = f"error IS NOT NULL AND error != '{NOT_HTML}'"
 PAGE_ROWS_MAX = 1000
 
 
@@ -51,7 +50,7 @@ class PageFilter:
     until: float | None = None
 
 
-def _scalar(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> float:
+def scalar(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> float:
     return conn.execute(sql, args).fetchone()[0] or 0
 
 
@@ -70,9 +69,9 @@ def job_counts(conn: sqlite3.Connection) -> dict[str, float]:
     """pages_crawled, urls_queued, errors, pages_per_s: the pace over the last minute
     of fetching (up to the last page stored; over less when it began less long ago)."""
     return {
-        "pages_crawled": _scalar(conn, "SELECT count(*) FROM pages"),
-        "urls_queued": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
-        "errors": _scalar(conn, f"SELECT count(*) FROM pages WHERE {_FAILED}"),
+        "pages_crawled": scalar(conn, "SELECT count(*) FROM pages"),
+        "urls_queued": scalar(conn, "SELECT sum(queued) FROM host_queues"),
+        "errors": scalar(conn, f"SELECT count(*) FROM pages WHERE {FAILED}"),
         "pages_per_s": recent_pace(conn, 60.0),
     }
 
@@ -97,7 +96,7 @@ def _page_where(f: PageFilter) -> tuple[str, list]:
             clauses.append(sql)
             args.append(value)
     if f.failed is not None:
-        clauses.append(_FAILED if f.failed else f"NOT ({_FAILED})")
+        clauses.append(FAILED if f.failed else f"NOT ({FAILED})")
     return " AND ".join(clauses), args
 
 
@@ -112,7 +111,7 @@ def page_rows(
     if wanted.kind is not None:
         where += f" AND {kind} = ?"
         args.append(wanted.kind)
-    total = int(_scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
+    total = int(scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
     columns = ", ".join(EXPORT_COLUMNS[:-1])
     cursor = conn.execute(
         f"SELECT {columns}, {kind} FROM pages WHERE {where}"
@@ -132,7 +131,7 @@ def error_rows(
 ) -> tuple[list[dict], dict[str, int]]:
     """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
     newest first, and the count of each error code over the whole job."""
-    where, args = _FAILED, []
+    where, args = FAILED, []
     for sql, value in (("error = ?", code), ("host = ?", host)):
         if value is not None:
             where += f" AND {sql}"
@@ -145,7 +144,7 @@ def error_rows(
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     latest = [dict(zip(names, row, strict=True)) for row in rows]
     counts = conn.execute(
-        f"SELECT error, count(*) FROM pages WHERE {_FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
+        f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
     )
     return latest, {code: count for code, count in counts}
 
@@ -193,7 +192,7 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict:
     )
     names = ("attempt", "started_at", "duration_s", "status", "error", "decision")
     fetches = [dict(zip(names, row, strict=True)) for row in history]
-    discovered = _scalar(conn, "SELECT count(*) FROM urls WHERE parent_url = ?", (url,))
+    discovered = scalar(conn, "SELECT count(*) FROM urls WHERE parent_url = ?", (url,))
     return {
         "url": url, "host": host,
         "state": URL_STATES.get(known[0], "unknown") if known else "done" if page else "unseen",
@@ -207,167 +206,25 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict:
     }  # fmt: skip
 
 
-_HOST_PAGES = (
-    "SELECT host, count(*), sum({failed}), avg(fetch_duration_s) FROM pages"
-    " WHERE host IN ({marks}) GROUP BY host"
-)
-
-
-def _host_numbers(conn: sqlite3.Connection, hosts: list[str]) -> dict[str, tuple]:
-    if not hosts:
-        return {}
-    sql = _HOST_PAGES.format(failed=_FAILED, marks=", ".join("?" for _ in hosts))
-    return {row[0]: row[1:] for row in conn.execute(sql, hosts)}
-
-
-# /hosts?sort=: numeric sorts put the biggest first (the busiest, most failing,
-# slowest), ties by name; the values as host_row rounds them.
-HOST_ORDERS = {
-    "host": "q.host",
-    "fetched": "coalesce(p.fetched, 0) DESC, q.host",
-    "queued": "q.queued DESC, q.host",
-    "errors": "coalesce(p.failed, 0) DESC, q.host",
-    "error_rate": "coalesce(round(1.0 * p.failed / p.fetched, 4), 0) DESC, q.host",
-    "mean_response_s": "p.mean_s IS NULL, round(p.mean_s, 4) DESC, q.host",
-}
-_SORTED_HOSTS = (
-    "SELECT q.host, q.queued FROM host_queues q LEFT JOIN (SELECT host, count(*) AS fetched,"
-    " sum({failed}) AS failed, avg(fetch_duration_s) AS mean_s FROM pages GROUP BY host) p"
-    " ON p.host = q.host ORDER BY {order} LIMIT ? OFFSET ?"
-)
-
-
-def host_rows(
-    conn: sqlite3.Connection, offset: int, limit: int, sort: str = "host",
-    config: CrawlConfig | None = None,
-) -> tuple[list[dict], int]:  # fmt: skip
-    """Hosts of the job in ``sort`` order (HOST_ORDERS): queued, fetched, errors, error
-    rate, mean time, interval and back-off now, robots.txt. Any sort but the name's
-    reads every page (no index by host): the API's one-off question."""
-    total = int(_scalar(conn, "SELECT count(*) FROM host_queues"))
-    if sort == "host":
-        sql = "SELECT host, queued FROM host_queues ORDER BY host LIMIT ? OFFSET ?"
-    else:
-        sql = _SORTED_HOSTS.format(failed=_FAILED, order=HOST_ORDERS[sort])
-    queues = conn.execute(sql, (limit, offset)).fetchall()
-    names = [host for host, _ in queues]
-    numbers = _host_numbers(conn, names)
-    state = _politeness_now(conn, names, config or CrawlConfig())
-    robots = _robots_summaries(conn, names, config.robots_token if config else "")
-    return [
-        {**host_row(host, queued, numbers.get(host)), **state[host], "robots": robots.get(host)}
-        for host, queued in queues
-    ], total
-
-
-def current_interval_s(config: CrawlConfig, crawl_delay_s: float | None, backoff_s: float) -> float:
-    """A host's interval now, by the crawler's own rule (politeness.py)."""
-    slot = HostSlot("", crawl_delay_s=crawl_delay_s)
-    slot.health.backoff_s = backoff_s
-    return PolitenessPolicy.from_config(config).interval_s(slot)
-
-
-def _politeness_now(
-    conn: sqlite3.Connection, hosts: list[str], config: CrawlConfig
-) -> dict[str, dict]:
-    """host -> interval_s and backoff_s (None when not backed off)."""
-    marks = ", ".join("?" for _ in hosts)
-    kept = dict.fromkeys(hosts, (None, 0.0))
-    if hosts:
-        sql = f"SELECT host, crawl_delay_s, backoff_s FROM hosts WHERE host IN ({marks})"
-        kept |= {host: (delay, backoff) for host, delay, backoff in conn.execute(sql, hosts)}
-    return {
-        host: {"interval_s": current_interval_s(config, delay, backoff or 0.0),
-               "backoff_s": backoff or None}
-        for host, (delay, backoff) in kept.items()
-    }  # fmt: skip
-
-
-def _robots_summaries(conn: sqlite3.Connection, hosts: list[str], token: str) -> dict[str, dict]:
-    """host -> status, error, Crawl-delay of its newest robots.txt (none fetched: absent)."""
-    sites = {f"{scheme}://{host}": host for host in hosts for scheme in ("http", "https")}
-    if not sites:
-        return {}
-    rows = conn.execute(
-        "SELECT site, status, error, body FROM robots"
-        f" WHERE site IN ({', '.join('?' for _ in sites)}) ORDER BY fetched_at",
-        list(sites),
-    )
-    found = {}
-    for site, status, error, body in rows:  # the newest of each host last: it stays
-        result = FetchResult("", "", status=status, error=error, body=bytes(body))
-        rules = entry_from_fetch(result, token, 0.0, None).rules
-        found[sites[site]] = {"status": status, "error": error, "crawl_delay": rules.crawl_delay}
-    return found
-
-
-def host_row(host: str, queued: int, numbers: tuple | None) -> dict:
-    """A host's row of /hosts from (fetched, failed, mean response s); both backends."""
-    fetched, failed, mean_s = numbers or (0, 0, None)
-    return {
-        "host": host, "queued": queued, "fetched": fetched, "errors": failed or 0,
-        "error_rate": round((failed or 0) / fetched, 4) if fetched else 0.0,
-        "mean_response_s": round(mean_s, 4) if mean_s is not None else None,
-    }  # fmt: skip
-
-
-def host_report(conn: sqlite3.Connection, host: str, config: CrawlConfig) -> dict | None:
-    """One host: its numbers, its politeness now, and its robots.txt."""
-    queue = conn.execute("SELECT queued FROM host_queues WHERE host = ?", (host,)).fetchone()
-    if queue is None:
-        return None
-    report = host_row(host, queue[0], _host_numbers(conn, [host]).get(host))
-    kept = conn.execute(
-        "SELECT last_sent_at, next_allowed_at, crawl_delay_s, backoff_s, failures,"
-        " paused_until FROM hosts WHERE host = ?",
-        (host,),
-    ).fetchone()
-    names = ("last_sent_at", "next_allowed_at", "crawl_delay_s", "backoff_s", "failures",
-             "paused_until")  # fmt: skip
-    state = dict(zip(names, kept, strict=True)) if kept else dict.fromkeys(names)
-    report["interval_s"] = current_interval_s(
-        config, state["crawl_delay_s"], state["backoff_s"] or 0.0
-    )
-    report["politeness"] = state
-    report["robots"] = _host_robots(conn, host, config.robots_token)
-    return report
-
-
-def _host_robots(conn: sqlite3.Connection, host: str, token: str) -> list[dict]:
-    """Each kept robots.txt of the host (one per scheme): status, Crawl-delay, fetch time."""
-    rows = conn.execute(
-        "SELECT site, status, error, body, fetched_at FROM robots WHERE site IN (?, ?)"
-        " ORDER BY fetched_at DESC",
-        (f"http://{host}", f"https://{host}"),
-    )
-    kept = []
-    for site, status, error, body, fetched_at in rows:
-        result = FetchResult("", "", status=status, error=error, body=bytes(body))
-        rules = entry_from_fetch(result, token, 0.0, None).rules
-        kept.append({"robots_url": site + "/robots.txt", "status": status, "error": error,
-                     "crawl_delay": rules.crawl_delay, "fetched_at": fetched_at})  # fmt: skip
-    return kept
-
-
 def activity(conn: sqlite3.Connection, now: float) -> dict:
     """Throughput: pages/s over the last 10 s, 1 and 5 minutes; failed and all fetches of
     the last hour; storage; the queue."""
 
     def fetched_since(seconds: float, where: str = "1") -> float:
         sql = f"SELECT count(*) FROM pages WHERE fetched_at >= ? AND {where}"
-        return _scalar(conn, sql, (now - seconds,))
+        return scalar(conn, sql, (now - seconds,))
 
-    visited = _scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")
+    visited = scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")
     hour = fetched_since(3600)
-    errors = fetched_since(3600, _FAILED)
+    errors = fetched_since(3600, FAILED)
     return {
         "throughput": {"now": round(fetched_since(10) / 10, 3),
                        "last_1m": round(fetched_since(60) / 60, 3),
                        "last_5m": round(fetched_since(300) / 300, 3)},  # fmt: skip
         "errors": {"last_hour": int(errors), "fetched_last_hour": int(hour)},
-        "storage": {"pages": int(_scalar(conn, "SELECT count(*) FROM pages")),
-                    "bytes": int(_scalar(conn, "SELECT sum(content_length) FROM pages"))},
-        "queue": {"pending": int(_scalar(conn, "SELECT sum(queued) FROM host_queues")),
+        "storage": {"pages": int(scalar(conn, "SELECT count(*) FROM pages")),
+                    "bytes": int(scalar(conn, "SELECT sum(content_length) FROM pages"))},
+        "queue": {"pending": int(scalar(conn, "SELECT sum(queued) FROM host_queues")),
                   "visited": int(visited)},
     }  # fmt: skip
 
@@ -376,7 +233,7 @@ def per_second(conn: sqlite3.Connection, start: float, end: float) -> list[tuple
     """(second, status class or 0 for none, failed, pages, body bytes) for pages fetched
     in [start, end)."""
     return conn.execute(
-        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {_FAILED}, count(*),"
+        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {FAILED}, count(*),"
         " coalesce(sum(content_length), 0)"
         " FROM pages WHERE fetched_at >= ? AND fetched_at < ? GROUP BY 1, 2, 3",
         (start, end),
@@ -388,19 +245,19 @@ def metric_numbers(conn: sqlite3.Connection) -> dict:
     robots denials, frontier size, hosts with queued URLs, fetch durations."""
     grouped: Callable[[str], dict] = lambda sql: dict(conn.execute(sql).fetchall())  # noqa: E731
     return {
-        "pages": _scalar(conn, "SELECT count(*) FROM pages"),
-        "bytes": _scalar(conn, "SELECT sum(content_length) FROM pages"),
+        "pages": scalar(conn, "SELECT count(*) FROM pages"),
+        "bytes": scalar(conn, "SELECT sum(content_length) FROM pages"),
         "status_classes": grouped(
             "SELECT (status / 100) || 'xx', count(*) FROM pages WHERE status IS NOT NULL GROUP BY 1"
         ),
-        "errors": grouped(f"SELECT error, count(*) FROM pages WHERE {_FAILED} GROUP BY 1"),
+        "errors": grouped(f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1"),
         # Links turned away when found (a counter) and URLs skipped when their turn came.
-        "robots_denied": _scalar(
+        "robots_denied": scalar(
             conn, "SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'rejected.robots'"
         )
-        + _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"),
-        "frontier": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
-        "active_hosts": _scalar(conn, "SELECT count(*) FROM host_queues WHERE queued > 0"),
+        + scalar(conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"),
+        "frontier": scalar(conn, "SELECT sum(queued) FROM host_queues"),
+        "active_hosts": scalar(conn, "SELECT count(*) FROM host_queues WHERE queued > 0"),
     }
 
 
