@@ -3,6 +3,7 @@ served in this process by `trawler serve`'s own uvicorn server on loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -54,6 +55,12 @@ class Events:
             if time.monotonic() > deadline:
                 break
         raise AssertionError(f"{len(found)} events of {count} in {timeout_s} s: {found}")
+
+    def drain(self) -> None:
+        """Read until the stream ends (the server closed it, or the read timed out)."""
+        with contextlib.suppress(httpx.HTTPError):
+            for _ in self._lines:
+                pass
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from tests.e2e.api_server import ServeProcess, start_serve
 from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.e2e.serve_dist import job, start_dist_serve, wait_until
 from tests.e2e.sse import Events
-from tests.servers import PostgresServer
+from tests.servers import PostgresServer, start_redis
 
 pytestmark = pytest.mark.timeout(300)
 TEXT = {"Content-Type": "text/plain"}
@@ -228,9 +229,41 @@ def test_serve_stops_on_sigterm_while_a_dashboard_listens(
         serve = start_dist_serve(tmp_path, request.getfixturevalue("redis_url"), url)
     try:
         with serve.client() as client, client.stream("GET", "/api/v1/events") as answer:
-            assert Events(answer).take(1)[0].name == "snapshot"
+            events = Events(answer)
+            assert events.take(1)[0].name == "snapshot"
+            # Read on, as a dashboard does (a client that stops reading is another case).
+            reading = threading.Thread(target=events.drain, daemon=True)
+            reading.start()
             serve.process.send_signal(signal.SIGTERM)
             serve.process.wait(10)  # TimeoutExpired: it waits for the stream
+            reading.join(10)
+            assert not reading.is_alive(), "the stream ended"
     finally:
         serve.stop()
     assert "Traceback" not in serve.log()
+
+
+def test_an_outage_of_redis_or_postgres_is_a_problem_event(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    """The distributed backend's failures (each server in turn) reach the stream as
+    `problem` events with a one-line detail; it goes on, and recovers with Redis."""
+    redis = start_redis(tmp_path / "redis")
+    serve = start_dist_serve(tmp_path, redis.url, own_postgres.url)
+    try:
+        with serve.client() as client, client.stream("GET", "/api/v1/events") as answer:
+            events = Events(answer)
+            assert events.take(1)[0].name == "snapshot"
+            redis.stop()
+            seen = events.take(3, timeout_s=60)
+            assert seen[-1].name == "problem" and "\n" not in seen[-1].data["detail"], seen
+            redis.start()
+            seen = events.take(6, timeout_s=60)
+            assert seen[-1].name == "snapshot", seen
+            own_postgres.halt()
+            seen = events.take(3, timeout_s=60)
+            assert seen[-1].name == "problem", seen
+    finally:
+        serve.stop()
+        redis.stop()
+    assert "Traceback" not in serve.log(), serve.log()[-3000:]

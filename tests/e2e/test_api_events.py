@@ -6,6 +6,7 @@ that stops while a dashboard listens."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,6 +102,10 @@ def test_the_server_stops_while_a_dashboard_listens(tmp_path: Path) -> None:
     app = create_app(DataDirJobs(tmp_path), ApiSettings(TOKEN))
     with served_client(app) as (served, client), stream(client) as events:
         events.take(1)
+        reading = threading.Thread(target=events.drain, daemon=True)  # as a dashboard does
+        reading.start()
         served.server.should_exit = True  # what SIGTERM does
         served.thread.join(10)
         assert not served.thread.is_alive(), "the server still waits for the stream"
+        reading.join(10)
+        assert not reading.is_alive(), "the stream ended"
