@@ -14,7 +14,8 @@ const HEADINGS = ['Host', 'Fetched', 'Queued', 'Errors', 'Error rate', 'Mean res
   'Interval', 'Back-off', 'robots.txt'];
 
 export function robotsText(robots) {
-  if (robots === null || robots === undefined) return 'not fetched';
+  if (robots === undefined) return '—';
+  if (robots === null) return 'not fetched';
   if (robots.error) return `error: ${robots.error}`;
   const delay = robots.crawl_delay !== null && robots.crawl_delay !== undefined
     ? ` · Crawl-delay ${robots.crawl_delay} s` : '';

@@ -6,8 +6,8 @@ import { jobControls, progressBar, setFields, setProgress } from './jobcontrols.
 const ERRORS_EVERY_MS = 3000;
 
 function dl(pairs) {
-  return h('dl', { class: 'facts' }, pairs.map(([term, value]) => [h('dt', {}, term),
-    h('dd', {}, value)]));
+  return h('dl', { class: 'tiles' }, pairs.map(([term, value]) => h('div', {},
+    h('dt', {}, term), h('dd', {}, value))));
 }
 
 function optionText(value) {
@@ -35,7 +35,7 @@ export function mountDetail(ctx, jobId) {
     const errors = table('job-errors', ['URL', 'Error', 'Status', 'When'], 'Latest errors');
     const options = Object.entries(job.options || {}).sort(([a], [b]) => a.localeCompare(b));
     detail.replaceChildren(
-      h('div', { class: 'panel' }, controls.el, bar,
+      h('div', { class: 'panel' }, controls.el, h('div', { class: 'wide-progress' }, bar),
         dl([['State', cells.state], ['Pages', cells.pages], ['Queue', cells.queue],
           ['Errors', cells.errors], ['Rate', cells.rate], ['ETA', cells.eta],
           ['Created', times.created_at], ['Started', times.started_at],

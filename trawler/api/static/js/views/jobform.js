@@ -62,6 +62,7 @@ export function requestBody(form) {
   if (scope) body.scope = scope;
   const agent = String(data.get('user_agent') || '').trim();
   if (agent) body.user_agent = agent;
+  if (data.get('allow_private')) body.allow_private = true;
   return { body };
 }
 
@@ -85,6 +86,10 @@ export function jobForm(ctx, onCreated) {
           step: rule.integer ? 1 : 'any' }))),
       field('scope', 'Scope', scope),
       field('user_agent', 'User agent', h('input', { type: 'text' }))),
+    h('div', { class: 'check' }, h('input', { type: 'checkbox', id: 'job-allow_private',
+      name: 'allow_private', value: 'yes' }),
+    h('label', { for: 'job-allow_private' },
+      'Allow loopback and private addresses (the server must run with --allow-private)')),
     h('div', { class: 'fields' },
       field('include', 'Include (regexes, one a line)', h('textarea', { rows: 2 })),
       field('exclude', 'Exclude (regexes, one a line)', h('textarea', { rows: 2 }))),
