@@ -46,7 +46,10 @@ function mountList(ctx) {
     const wanted = jobs.map((job) => {
       let row = rows.get(job.id);
       if (!row) {
-        row = jobRow(ctx, job, (changed) => merge(changed), (text) => setText(notice, text));
+        row = jobRow(ctx, job, (changed) => {
+          setText(notice, '');
+          merge(changed);
+        }, (text) => setText(notice, text));
         rows.set(job.id, row);
       }
       row.set(job, now);
@@ -60,7 +63,6 @@ function mountList(ctx) {
   }
 
   function merge(changed) {
-    setText(notice, '');
     const others = latest.filter((job) => job.id !== changed.id);
     render([changed, ...others].sort((a, b) => b.created_at - a.created_at));
   }

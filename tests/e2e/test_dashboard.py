@@ -1,0 +1,425 @@
+"""The dashboard in a real browser (Debian's chromium, Playwright) against a real
+`trawler serve` on loopback: a live server crawling the generated test site, and one
+serving a finished crawl of a site whose robots.txt disallows /private."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.e2e.api_server import ServeProcess, crawl_scripted_site, start_serve
+from tests.e2e.browser import (
+    ROUTES,
+    WAIT_MS,
+    chromium_browser,  # noqa: F401  (the fixture `browser`)
+    dashboard_base,
+    expect_live,
+    number,
+    open_dashboard,
+)
+from tests.e2e.conftest import Served, start_testsite
+from tests.e2e.serve_dist import wait_until
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    served = start_testsite(tmp_path_factory.mktemp("dash-site"), hosts=3, pages=300)
+    yield served
+    served.process.terminate()
+    served.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProcess, str]]:
+    """A server with no job yet that may crawl loopback, and where the browser goes."""
+    tmp = tmp_path_factory.mktemp("dash-live")
+    served = start_serve(tmp / "data", tmp / "serve.log", "--allow-private")
+    yield served, dashboard_base(served)
+    served.stop()
+    assert "Traceback" not in served.log()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProcess, str, str]]:
+    """A server of a finished crawl of the scripted site (robots.txt: Disallow: /private)."""
+    tmp = tmp_path_factory.mktemp("dash-finished")
+    data, site_base = crawl_scripted_site(tmp)
+    served = start_serve(data, tmp / "serve.log", "--max-running-jobs", "0")
+    yield served, dashboard_base(served), site_base
+    served.stop()
+
+
+def create_job(client: httpx.Client, site: Served, **options: object) -> str:
+    body = {"seeds": site.seeds, "allow_private": True, "scope": "any", "sitemaps": False,
+            "max_attempts": 1, **options}  # fmt: skip
+    answer = client.post("/api/v1/jobs", json=body)
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def job_state(serve: ServeProcess, job_id: str) -> str:
+    with serve.client() as client:
+        return str(client.get(f"/api/v1/jobs/{job_id}").json()["state"])
+
+
+def test_every_view_loads_live_without_console_errors(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token)
+    expect_live(page)
+    for route in ROUTES:
+        page.click(f'nav a[href="#/{route}"]')
+        expect(page.locator(f'nav a[href="#/{route}"]')).to_have_attribute("aria-current", "page")
+        expect(page.locator("main h1")).to_be_visible(timeout=WAIT_MS)
+    expect_live(page)
+    assert console.errors == []
+    page.context.close()
+
+
+def test_the_numbers_move_while_a_job_runs(
+    browser: Browser, live: tuple[ServeProcess, str], site: Served
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token)
+    expect_live(page)
+    with serve.client() as client:
+        job_id = create_job(client, site, delay=0.3)
+    total = page.locator("[data-testid=pages-total]")
+    seen = [number(total.inner_text())] if total.inner_text() != "—" else [0.0]
+    wait_until(lambda: number(total.inner_text() + " 0") > seen[0], 30, "pages-total to grow")
+    grown = number(total.inner_text())
+    wait_until(lambda: number(total.inner_text()) > grown, 30, "pages-total to grow again")
+    expect(page.locator("[data-testid=pages-per-s]")).not_to_have_text("0", timeout=WAIT_MS)
+    chart = page.locator("svg[data-testid=throughput-chart] polyline")
+    expect(chart).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("svg[data-testid=status-chart] polygon.c2xx")).to_have_count(1)
+    with serve.client() as client:
+        client.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert console.errors == []
+    page.context.close()
+
+
+def _row(page: Page, job_id: str):  # noqa: ANN202  (a Locator)
+    return page.locator(f"table[data-testid=jobs-table] tr[data-job-id='{job_id}']")
+
+
+def test_create_pause_resume_and_cancel_from_the_page(
+    browser: Browser, live: tuple[ServeProcess, str], site: Served
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token, route="jobs")
+    with serve.client() as client:
+        before = {job["id"] for job in client.get("/api/v1/jobs").json()["jobs"]}
+    page.fill("#job-form [name=seeds]", "\n".join(site.seeds))
+    page.fill("#job-form [name=delay]", "0.5")
+    page.select_option("#job-form [name=scope]", "any")
+    page.check("#job-form [name=allow_private]")
+    page.click("#job-form button[type=submit]")
+    with serve.client() as client:
+        wait_until(lambda: len(client.get("/api/v1/jobs").json()["jobs"]) > len(before), 15,
+                   "the job the form created")  # fmt: skip
+        created = client.get("/api/v1/jobs").json()["jobs"][0]
+    assert created["id"] not in before and created["options"]["delay"] == 0.5
+    assert sorted(created["options"]["scope"]) == sorted("any")
+    row = _row(page, created["id"])
+    expect(row.locator("[data-field=state]")).to_have_text("running", timeout=WAIT_MS)
+    for action, state in (("pause", "paused"), ("resume", "running"), ("cancel", "cancelled")):
+        button = row.locator(f"button[data-action={action}]")
+        expect(button).to_be_enabled(timeout=WAIT_MS)
+        button.click()
+        expect(row.locator("[data-field=state]")).to_have_text(state, timeout=WAIT_MS)
+        assert job_state(serve, created["id"]) == state
+    for action in ("pause", "resume", "cancel"):  # a cancelled job allows none of them
+        expect(row.locator(f"button[data-action={action}]")).to_be_disabled(timeout=WAIT_MS)
+    assert console.errors == []
+    page.context.close()
+
+
+def test_the_form_checks_as_the_api_does_and_shows_its_error(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token, route="jobs")
+    error = page.locator("[data-testid=form-error]")
+    page.fill("#job-form [name=seeds]", "ftp://example.com/")
+    page.click("#job-form button[type=submit]")
+    expect(error).to_contain_text("invalid seeds.0", timeout=WAIT_MS)
+    page.fill("#job-form [name=seeds]", "http://example.com/")
+    page.fill("#job-form [name=max_depth]", "-1")
+    page.click("#job-form button[type=submit]")
+    expect(error).to_contain_text("invalid max_depth")
+    page.fill("#job-form [name=max_depth]", "")
+    # The page lets a loopback seed through; the API refuses it without allow_private.
+    page.fill("#job-form [name=seeds]", "http://127.0.0.1:9/")
+    page.click("#job-form button[type=submit]")
+    expect(error).to_contain_text("refused (allow_private)", timeout=WAIT_MS)
+    expect(error).to_contain_text("invalid seeds.0")
+    with serve.client() as client:
+        jobs = client.get("/api/v1/jobs").json()["jobs"]
+    assert all(job["options"]["max_depth"] != -1 for job in jobs)
+    assert console.other_than(422) == []
+    page.context.close()
+
+
+def test_search_finds_the_page_and_links_to_the_url_view(
+    browser: Browser, finished: tuple[ServeProcess, str, str]
+) -> None:
+    serve, base, site_base = finished
+    page, console = open_dashboard(browser, base, serve.token, route="search")
+    page.fill("#search-q", "harbour")
+    page.press("#search-q", "Enter")
+    results = page.locator("[data-testid=search-results] li")
+    expect(results).to_have_count(1, timeout=WAIT_MS)
+    link = results.locator("a.result-url")
+    expect(link).to_have_text("Harbour pilot")
+    expect(results.locator("mark")).to_have_text("harbour", ignore_case=True)
+    link.click()
+    expect(page.locator("[data-testid=url-normalised]")).to_have_text(f"{site_base}/a",
+                                                                      timeout=WAIT_MS)  # fmt: skip
+    expect(page.locator("[data-testid=url-state]")).to_have_text("done")
+    expect(page.locator("[data-testid=url-fetches] tbody tr")).to_have_count(1)
+    assert console.errors == []
+    page.context.close()
+
+
+def test_the_url_analyser_shows_the_deciding_robots_rule(
+    browser: Browser, finished: tuple[ServeProcess, str, str]
+) -> None:
+    serve, base, site_base = finished
+    page, console = open_dashboard(browser, base, serve.token, route="urls")
+    page.fill("#url-input", f"{site_base}/private/x")
+    page.press("#url-input", "Enter")
+    expect(page.locator("[data-testid=robots-verdict]")).to_have_text("disallowed",
+                                                                      timeout=WAIT_MS)  # fmt: skip
+    expect(page.locator("[data-testid=robots-rule]")).to_have_text("Disallow: /private (line 2)")
+    page.fill("#url-input", f"{site_base}/b")  # the check can fail: another URL is allowed
+    page.press("#url-input", "Enter")
+    expect(page.locator("[data-testid=robots-verdict]")).to_have_text("allowed", timeout=WAIT_MS)
+    expect(page.locator("[data-testid=links-in]")).to_have_text("1")
+    assert console.errors == []
+    page.context.close()
+
+
+def test_the_errors_feed_filters_by_code_and_host(
+    browser: Browser, finished: tuple[ServeProcess, str, str]
+) -> None:
+    serve, base, site_base = finished
+    page, console = open_dashboard(browser, base, serve.token, route="errors")
+    rows = page.locator("[data-testid=errors-feed] tbody tr")
+    expect(rows).to_have_count(2, timeout=WAIT_MS)  # the 404 and the 500
+    codes = page.locator("#error-code option").all_inner_texts()
+    assert len(codes) == 3, codes  # all, and the two codes
+    page.select_option("#error-code", codes[1])
+    expect(rows).to_have_count(1)
+    page.select_option("#error-code", "")
+    page.fill("#error-host", "no-such-host.example")
+    expect(rows).to_have_count(0)
+    page.fill("#error-host", site_base.split("//")[1].split(":")[0])
+    expect(rows).to_have_count(2)
+    assert console.errors == []
+    page.context.close()
+
+
+def test_hosts_and_the_host_page(browser: Browser, finished: tuple[ServeProcess, str, str]) -> None:
+    serve, base, site_base = finished
+    host = site_base.split("//")[1]
+    page, console = open_dashboard(browser, base, serve.token, route="hosts")
+    for testid in ("hosts-busiest", "hosts-slowest", "hosts-failing"):
+        expect(page.locator(f"[data-testid={testid}] tbody tr[data-host='{host}']")).to_have_count(
+            1, timeout=WAIT_MS)  # fmt: skip
+    page.locator(f"[data-testid=hosts-busiest] tr[data-host='{host}'] a").click()
+    expect(page.locator("[data-testid=host-robots]")).to_contain_text(f"{site_base}/robots.txt",
+                                                                      timeout=WAIT_MS)  # fmt: skip
+    fetches = page.locator("[data-testid=host-fetches] tbody tr")
+    expect(fetches.first).to_contain_text(site_base, timeout=WAIT_MS)
+    assert fetches.count() >= 4
+    assert console.errors == []
+    page.context.close()
+
+
+def test_the_admin_view_edits_the_blocklist_and_politeness(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token, route="admin")
+    page.fill("#block-domain", "blocked.example")
+    page.fill("#block-reason", "a test")
+    page.click("#block-add")
+    row = page.locator("[data-testid=blocklist] tr[data-domain='blocked.example']")
+    expect(row).to_have_count(1, timeout=WAIT_MS)
+    with serve.client() as client:
+        assert [e["domain"] for e in client.get("/api/v1/admin/blocklist").json()] == [
+            "blocked.example"]  # fmt: skip
+    row.locator("button[data-action=unblock]").click()
+    expect(row).to_have_count(0, timeout=WAIT_MS)
+    page.fill("#pol-delay", "0.25")
+    page.click("#pol-save")
+    answer = page.locator("[data-testid=politeness-answer]")
+    expect(answer).to_contain_text("delay 0.25", timeout=WAIT_MS)
+    with serve.client() as client:
+        assert client.get("/api/v1/admin/settings/politeness").json()["delay"] == 0.25
+        client.put("/api/v1/admin/settings/politeness", json={})
+    assert console.errors == []
+    page.context.close()
+
+
+def test_a_wrong_token_is_asked_again_and_the_right_one_kept(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, "not-the-token")
+    expect(page.locator("#token-why")).to_contain_text("refused", timeout=WAIT_MS)
+    expect(page.locator("[data-testid=live-status]")).to_have_text("offline")
+    page.fill("#token-input", serve.token)
+    page.click("#token-save")
+    expect_live(page)
+    page.reload()  # kept for the browser session: not asked again
+    expect_live(page)
+    expect(page.locator("#token-dialog")).not_to_be_visible()
+    assert console.errors and console.other_than(401) == []
+    page.context.close()
+
+
+def test_sse_parser_joins_events_split_across_chunks(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, _ = open_dashboard(browser, base, serve.token)
+    got = page.evaluate("""async () => {
+        const { parseEvents } = await import('/static/js/live.js');
+        let [events, rest] = parseEvents('event: snapshot\\ndata: {"a":');
+        const first = events.length;
+        [events, rest] = parseEvents(rest + ' 1}\\n\\n: keep-alive\\n\\n'
+            + 'event: problem\\r\\ndata: {}\\r\\n\\r\\nevent: x');
+        return { first, names: events.map((e) => e.name), data: events[0].data, rest };
+    }""")
+    assert got == {"first": 0, "names": ["snapshot", "problem"], "data": '{"a": 1}',
+                   "rest": "event: x"}  # fmt: skip
+    page.context.close()
+
+
+# Per view, what shows once its data is in (the widest content a phone must fit).
+LOADED = {
+    "overview": "svg[data-testid=throughput-chart] polyline",
+    "jobs": "tr[data-job-id], [data-testid=job-detail] dl",
+    "hosts": "tr[data-host], [data-testid=host-fetches] tbody tr td.url",
+    "workers": "tr[data-worker-id]",
+    "errors": "[data-testid=errors-feed] tbody tr",
+    "search": "#search-q",
+    "search?q": "[data-testid=search-results] li",
+    "urls": "#url-input",
+    "urls?url": "[data-testid=url-fetches] tbody tr",
+    "admin": "[data-testid=politeness-answer]:not(:empty)",
+}
+
+
+def _assert_no_page_scroll(page: Page) -> None:
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], (page.url, widths)
+
+
+def test_a_phone_has_no_page_level_horizontal_scroll(
+    browser: Browser, finished: tuple[ServeProcess, str, str]
+) -> None:
+    serve, base, site_base = finished
+    phone = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2,
+             "is_mobile": True, "has_touch": True}  # fmt: skip
+    page, console = open_dashboard(browser, base, serve.token, **phone)
+    expect_live(page)
+    with serve.client() as client:
+        job_id = client.get("/api/v1/jobs").json()["jobs"][0]["id"]
+    long_url = f"{site_base}/private/x"
+    for route in (*ROUTES, f"jobs/{job_id}", f"hosts/{site_base.split('//')[1]}?job={job_id}",
+                  f"urls?url={long_url}", "search?q=pilot"):  # fmt: skip
+        page.goto(f"{base}/#/{route}")
+        loaded = LOADED.get(route.split("=")[0]) or LOADED[route.split("/")[0]]
+        expect(page.locator(loaded).first).to_be_attached(timeout=WAIT_MS)
+        _assert_no_page_scroll(page)
+    assert console.errors == []
+    page.context.close()
+
+
+def _contrast(page: Page, selector: str) -> float:
+    """WCAG 2 contrast ratio of an element's text against the page's background."""
+    return float(
+        page.evaluate(
+            """(selector) => {
+        const rgb = (css) => css.match(/[\\d.]+/g).slice(0, 3).map(Number);
+        const lum = ([r, g, b]) => [r, g, b].map((v) => {
+            const c = v / 255;
+            return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+        }).reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+        const fg = lum(rgb(getComputedStyle(document.querySelector(selector)).color));
+        const bg = lum(rgb(getComputedStyle(document.body).backgroundColor));
+        return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    }""",
+            selector,
+        )
+    )
+
+
+def test_the_theme_follows_the_system_and_toggles_with_readable_contrast(
+    browser: Browser, live: tuple[ServeProcess, str]
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token, color_scheme="dark")
+    html = page.locator("html")
+    expect(html).to_have_attribute("data-theme", "dark", timeout=WAIT_MS)
+    dark_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    for selector in ("main h1", ".card .label", "nav a[href='#/jobs']"):
+        assert _contrast(page, selector) >= 4.5, ("dark", selector)
+    page.keyboard.press("Tab")  # the skip link first
+    page.focus("#theme-toggle")
+    page.keyboard.press("Enter")
+    expect(html).to_have_attribute("data-theme", "light")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != dark_bg
+    for selector in ("main h1", ".card .label", "nav a[href='#/jobs']"):
+        assert _contrast(page, selector) >= 4.5, ("light", selector)
+    page.reload()  # the choice is kept
+    expect(html).to_have_attribute("data-theme", "light", timeout=WAIT_MS)
+    assert console.errors == []
+    page.context.close()
+
+
+def _tab_to(page: Page, selector: str, presses: int = 60) -> None:
+    """Tab until ``selector`` has the focus (bounded)."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement?.matches(s) ?? false", selector):
+            return
+    raise AssertionError(f"{selector} never got the focus by Tab")
+
+
+def test_the_nav_and_the_create_form_work_by_keyboard(
+    browser: Browser, live: tuple[ServeProcess, str], site: Served
+) -> None:
+    serve, base = live
+    page, console = open_dashboard(browser, base, serve.token)
+    expect_live(page)
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    page.evaluate("document.activeElement.blur()")
+    _tab_to(page, 'nav a[href="#/jobs"]')
+    page.keyboard.press("Enter")
+    expect(page.locator("table[data-testid=jobs-table]")).to_be_visible(timeout=WAIT_MS)
+    _tab_to(page, "#job-form [name=seeds]")
+    page.keyboard.type(site.seeds[0])
+    _tab_to(page, "#job-form [name=max_pages]")
+    page.keyboard.type("5")
+    _tab_to(page, "#job-form [name=allow_private]")
+    page.keyboard.press("Space")
+    _tab_to(page, "#job-form button[type=submit]")
+    page.keyboard.press("Enter")
+    expect(page.locator("[data-testid=form-error]")).to_have_text("")
+    expect(page.locator("main .notice").first).to_contain_text("created", timeout=WAIT_MS)
+    with serve.client() as client:
+        newest = client.get("/api/v1/jobs").json()["jobs"][0]
+    assert newest["options"]["max_pages"] == 5
+    assert console.errors == []
+    page.context.close()
