@@ -1,0 +1,52 @@
+"""The dashboard over `trawler serve --redis --postgres` with `trawler worker`s: it
+loads, goes live, lists the workers and marks one that stopped beating."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Browser, expect
+
+from tests.e2e.browser import (
+    WAIT_MS,
+    chromium_browser,  # noqa: F401  (the fixture `browser`)
+    dashboard_base,
+    expect_live,
+    open_dashboard,
+)
+from tests.e2e.conftest import start_testsite
+from tests.e2e.serve_dist import create_job, start_dist_serve, start_workers, stop_all
+
+STALE_WAIT_MS = 40_000  # the registry calls a worker gone after 10 s without a beat
+
+
+def test_the_dashboard_over_the_distributed_backend(
+    browser: Browser, tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    site = start_testsite(tmp_path, hosts=2, pages=40)
+    serve = start_dist_serve(tmp_path, redis_url, fresh_postgres_url)
+    workers = start_workers(tmp_path, redis_url, fresh_postgres_url, count=2)
+    try:
+        with serve.client() as client:
+            job_id = create_job(client, site, delay=0.2)
+        page, console = open_dashboard(browser, dashboard_base(serve), serve.token, "workers")
+        expect_live(page)
+        for worker_id in ("w0", "w1"):
+            row = page.locator(f"table[data-testid=workers-table] tr[data-worker-id={worker_id}]")
+            expect(row).to_have_attribute("data-stale", "false", timeout=WAIT_MS)
+        workers[1].kill()  # stops beating, as on a lost machine
+        stale = page.locator("tr[data-worker-id=w1]")
+        expect(stale).to_have_attribute("data-stale", "true", timeout=STALE_WAIT_MS)
+        expect(stale).to_contain_text("stale")
+        expect(page.locator("tr[data-worker-id=w0]")).to_have_attribute("data-stale", "false")
+        page.click('nav a[href="#/jobs"]')
+        expect(page.locator(f"tr[data-job-id='{job_id}']")).to_be_visible(timeout=WAIT_MS)
+        page.click('nav a[href="#/search"]')
+        page.fill("#search-q", "page")
+        page.press("#search-q", "Enter")  # no full-text index here: the 501 says why
+        total = page.locator("[data-testid=search-total]")
+        expect(total).to_contain_text("issue 17", timeout=WAIT_MS)
+        assert console.other_than(501) == []
+        page.context.close()
+    finally:
+        stop_all(workers, serve, site)
