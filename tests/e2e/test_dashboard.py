@@ -5,6 +5,7 @@ serving a finished crawl of a site whose robots.txt disallows /private."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -432,4 +433,24 @@ def test_the_nav_and_the_create_form_work_by_keyboard(
         newest = client.get("/api/v1/jobs").json()["jobs"][0]
     assert newest["options"]["max_pages"] == 5
     assert console.errors == []
+    page.context.close()
+
+
+def test_the_stream_reconnects_when_the_server_comes_back(browser: Browser, tmp_path: Path) -> None:
+    first = start_serve(tmp_path / "data", tmp_path / "serve1.log", token="a-test-token-1")
+    port = first.base.rsplit(":", 1)[1]
+    base = dashboard_base(first)
+    page, console = open_dashboard(browser, base, first.token)
+    status = page.locator("[data-testid=live-status]")
+    expect_live(page)
+    first.stop()
+    expect(status).to_have_text("offline", timeout=WAIT_MS)
+    again = start_serve(tmp_path / "data", tmp_path / "serve2.log", "--port", port,
+                        token="a-test-token-1")  # fmt: skip
+    try:
+        expect(status).to_have_text("live", timeout=30_000)  # back-off: at most 15 s apart
+    finally:
+        again.stop()
+    # The browser's own lines for the cut stream and its refused retries; no script error.
+    assert all("/api/v1/events" in e for e in console.errors), console.errors
     page.context.close()
