@@ -65,7 +65,7 @@ class Console:
             self.errors.append(f"console: {message.text} at {message.location}")
 
 
-@pytest.fixture(scope="session", name="browser")
+@pytest.fixture(scope="module", name="browser")
 def chromium_browser() -> Iterator[Browser]:
     try:
         executable = chromium()
