@@ -24,7 +24,10 @@ from starlette.staticfiles import StaticFiles
 from tests.servers import free_port
 
 STATIC = Path(__file__).resolve().parents[2] / "trawler" / "api" / "static"
-CSP = "default-src 'self'"
+CSP = (  # the policy `trawler serve` sends with the page
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
 
 
 async def _snapshot(client: httpx.AsyncClient) -> dict:

@@ -4,6 +4,7 @@ serving a finished crawl of a site whose robots.txt disallows /private."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,6 +115,9 @@ def test_the_numbers_move_while_a_job_runs(
     grown = shown()
     wait_until(lambda: shown() > grown, 30, "pages-total to grow again")
     expect(page.locator("[data-testid=pages-per-s]")).not_to_have_text("0", timeout=WAIT_MS)
+    bandwidth = page.locator("[data-testid=bandwidth]")
+    expect(bandwidth).to_have_text(re.compile(r"^[\d.,]+ [kMG]?B/s$"), timeout=WAIT_MS)
+    expect(bandwidth).not_to_have_text("0 B/s")
     chart = page.locator("svg[data-testid=throughput-chart] polyline")
     expect(chart).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("svg[data-testid=status-chart] polygon.c2xx")).to_have_count(1)
