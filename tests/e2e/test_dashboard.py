@@ -121,10 +121,28 @@ def test_the_numbers_move_while_a_job_runs(
     chart = page.locator("svg[data-testid=throughput-chart] polyline")
     expect(chart).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("svg[data-testid=status-chart] polygon.c2xx")).to_have_count(1)
+    _assert_shown_within_1s(page)
     with serve.client() as client:
         client.post(f"/api/v1/jobs/{job_id}/cancel")
     assert console.errors == []
     page.context.close()
+
+
+def _assert_shown_within_1s(page: Page, updates: int = 6) -> None:
+    """From a snapshot's reading (its `at`) to the page showing it: under 1 s, each
+    of ``updates`` times in a row (the server and the browser share one clock)."""
+    lags = page.evaluate(
+        """(updates) => new Promise((resolve) => {
+            const status = document.querySelector('[data-testid=live-status]');
+            const lags = [];
+            new MutationObserver(() => {
+                lags.push(Date.now() / 1000 - Number(status.dataset.at));
+                if (lags.length === updates) resolve(lags);
+            }).observe(status, { attributes: true, attributeFilter: ['data-at'] });
+        })""",
+        updates,
+    )
+    assert len(lags) == updates and max(lags) < 1.0, lags
 
 
 def _row(page: Page, job_id: str):  # noqa: ANN202  (a Locator)

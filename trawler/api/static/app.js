@@ -86,6 +86,7 @@ class Dashboard {
     this.snapshot = body;
     this.problem.hidden = true;
     this.current?.update?.(body);
+    this.status.dataset.at = String(body.at); // when the shown numbers were read
   }
 
   showProblem(detail) {
