@@ -14,6 +14,7 @@ export function mount(ctx) {
     h('label', { for: 'error-host' }, 'Host'), host);
   ctx.main.append(h('h1', {}, 'Errors'), filters, count, h('div', { class: 'panel' }, box));
   let latest = [];
+  let shownKey = null;
 
   function syncCodes(errors) {
     const known = new Set([...code.options].map((option) => option.value));
@@ -27,6 +28,9 @@ export function mount(ctx) {
     const shown = latest.filter((row) => (!code.value || row.error === code.value)
       && (!wantedHost || (row.host || '').toLowerCase().includes(wantedHost)));
     count.textContent = `${num(shown.length)} of the latest ${num(latest.length)} errors`;
+    const key = JSON.stringify(shown);
+    if (key === shownKey) return; // unchanged: keep the rows (and a focused link) as they are
+    shownKey = key;
     body.replaceChildren(...shown.map((row) => h('tr', { 'data-error': row.error },
       h('td', {}, timeEl(row.fetched_at)),
       h('td', {}, h('a', { href: `#/jobs/${encodeURIComponent(row.job)}` }, row.job)),

@@ -40,9 +40,11 @@ export function mount(ctx) {
   const statuses = s('svg', { class: 'chart', 'data-testid': 'status-chart' });
   const legend = h('ul', { class: 'legend' },
     CLASSES.map(([name, cls]) => h('li', {}, h('span', { class: `swatch ${cls}` }), name)));
+  const jobStates = h('p', { class: 'notice', 'data-testid': 'jobs-by-state' });
   ctx.main.append(
     h('h1', {}, 'Overview'),
     cards,
+    jobStates,
     h('div', { class: 'charts' },
       h('figure', { class: 'panel' }, h('figcaption', {}, 'Pages per second, last 10 minutes'),
         throughput),
@@ -63,6 +65,10 @@ export function mount(ctx) {
     if (rate !== null) smoothed = smoothed === null ? rate : 0.7 * smoothed + 0.3 * rate;
     setText(values.bandwidth, smoothed === null ? '—' : `${bytes(smoothed)}/s`);
     setText(values['workers-active'], `${num(stats.workers.active)} / ${num(stats.workers.total)}`);
+    const states = Object.entries(stats.jobs || {}).filter(([, count]) => count);
+    setText(jobStates, states.length
+      ? `Jobs: ${states.map(([state, count]) => `${num(count)} ${state}`).join(' · ')}`
+      : 'No job yet.');
     previous = snapshot;
     drawCharts(series);
   }

@@ -10,10 +10,27 @@ export function isStale(worker, now) {
     && now - worker.last_heartbeat > STALE_AFTER_S;
 }
 
+function fillRow(tr, worker, now) {
+  const stale = isStale(worker, now);
+  const ago = worker.last_heartbeat
+    ? ` (${seconds(Math.max(now - worker.last_heartbeat, 0))} ago)` : '';
+  tr.dataset.stale = String(stale);
+  tr.classList.toggle('stale', stale);
+  tr.replaceChildren(
+    h('th', { scope: 'row' }, worker.id),
+    h('td', {}, stale ? h('span', { class: 'badge bad' }, `${worker.state} · stale`)
+      : h('span', { class: `badge ${worker.state}` }, worker.state)),
+    h('td', { class: 'url' }, worker.current_url ?? '—'),
+    h('td', {}, num(worker.pages)),
+    h('td', {}, seconds(worker.uptime_s)),
+    h('td', {}, timeEl(worker.last_heartbeat), ago));
+}
+
 export function mount(ctx) {
   const { box, body } = table('workers-table',
     ['Worker', 'State', 'Current URL', 'Pages', 'Up', 'Last heartbeat'], 'Workers');
   emptyRow(body, 6, 'Waiting for the live stream…');
+  const rows = new Map(); // id → its row: updated in place, so focus and selection stay
   ctx.main.append(h('h1', {}, 'Workers'), h('div', { class: 'panel' }, box));
   return {
     update(snapshot) {
@@ -22,19 +39,15 @@ export function mount(ctx) {
         emptyRow(body, 6, 'No worker.');
         return;
       }
-      body.replaceChildren(...workers.map((worker) => {
-        const stale = isStale(worker, snapshot.at);
-        const ago = worker.last_heartbeat ? ` (${seconds(Math.max(snapshot.at - worker.last_heartbeat, 0))} ago)` : '';
-        return h('tr', { 'data-worker-id': worker.id, 'data-stale': String(stale),
-          class: stale ? 'stale' : null },
-        h('th', { scope: 'row' }, worker.id),
-        h('td', {}, stale ? h('span', { class: 'badge bad' }, `${worker.state} · stale`)
-          : h('span', { class: `badge ${worker.state}` }, worker.state)),
-        h('td', { class: 'url' }, worker.current_url ?? '—'),
-        h('td', {}, num(worker.pages)),
-        h('td', {}, seconds(worker.uptime_s)),
-        h('td', {}, timeEl(worker.last_heartbeat), ago));
-      }));
+      const wanted = workers.map((worker) => {
+        const tr = rows.get(worker.id) ?? h('tr', { 'data-worker-id': worker.id });
+        rows.set(worker.id, tr);
+        fillRow(tr, worker, snapshot.at);
+        return tr;
+      });
+      if (wanted.length !== body.children.length || wanted.some((tr, i) => body.children[i] !== tr)) {
+        body.replaceChildren(...wanted);
+      }
     },
   };
 }
