@@ -483,3 +483,24 @@ def test_the_stream_reconnects_when_the_server_comes_back(browser: Browser, tmp_
     # The browser's own lines for the cut stream and its refused retries; no script error.
     assert all("/api/v1/events" in e for e in console.errors), console.errors
     page.context.close()
+
+
+def test_the_exports_download_with_the_token(
+    browser: Browser, finished: tuple[ServeProcess, str, str], tmp_path: Path
+) -> None:
+    serve, base, _ = finished
+    job_id = jobs_now(serve)[0]["id"]
+    page, console = open_dashboard(browser, base, serve.token, route="jobs", accept_downloads=True)
+    row = _row(page, job_id)
+    for fmt in ("jsonl", "csv"):
+        with page.expect_download(timeout=WAIT_MS) as waiting:
+            row.locator(f"a[data-action=export-{fmt}]").click()
+        download = waiting.value
+        assert download.suggested_filename == f"trawler-{job_id}.{fmt}"
+        saved = tmp_path / download.suggested_filename
+        download.save_as(saved)
+        with serve.client() as client:
+            expected = client.get(f"/api/v1/jobs/{job_id}/export", params={"format": fmt})
+        assert saved.read_bytes() == expected.content and len(expected.content) > 100
+    assert console.errors == []
+    page.context.close()
