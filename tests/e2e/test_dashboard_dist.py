@@ -16,6 +16,7 @@ from tests.e2e.browser import (
 )
 from tests.e2e.conftest import start_testsite
 from tests.e2e.serve_dist import create_job, start_dist_serve, start_workers, stop_all
+from tests.servers import start_redis
 
 STALE_WAIT_MS = 40_000  # the registry calls a worker gone after 10 s without a beat
 
@@ -50,3 +51,27 @@ def test_the_dashboard_over_the_distributed_backend(
         page.context.close()
     finally:
         stop_all(workers, serve, site)
+
+
+def test_a_store_outage_is_shown_and_clears_when_the_store_is_back(
+    browser: Browser, tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    redis = start_redis(tmp_path / "redis")
+    serve = start_dist_serve(tmp_path, redis.url, fresh_postgres_url)
+    try:
+        page, console = open_dashboard(browser, dashboard_base(serve), serve.token)
+        expect_live(page)
+        problem = page.locator("#live-problem")
+        expect(problem).to_be_hidden()
+        redis.stop()  # the stream goes on with `problem` events
+        expect(problem).to_be_visible(timeout=WAIT_MS)
+        expect(problem).not_to_be_empty()
+        redis.start()
+        expect(problem).to_be_hidden(timeout=30_000)
+        expect_live(page)
+        assert console.errors == []
+        page.context.close()
+    finally:
+        serve.stop()
+        redis.stop()
+    assert "Traceback" not in serve.log()
