@@ -69,9 +69,8 @@ def serve(
 ) -> None:  # fmt: skip
     """Serve the REST API (/api/v1, /health, /metrics, /openapi.json) and run DATA's jobs,
     or serve the distributed jobs of --redis and --postgres (crawled by `trawler worker`s)."""
-    import uvicorn
-
     from trawler.api.deps import ApiSettings
+    from trawler.api.server import ApiServer
 
     if token is not None and len(token.strip()) < 8:
         fail("--token must have at least 8 characters")
@@ -99,7 +98,7 @@ def serve(
     where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     listening = f"listening on http://{where}:{bound[1]} (data: {data})"
     app = _app(jobs, ApiSettings(token.strip(), allow_private), listening)
-    uvicorn.Server(uvicorn_config(app, lifespan="on")).run(sockets=[sock])
+    ApiServer(uvicorn_config(app, lifespan="on"), app).run(sockets=[sock])
 
 
 def uvicorn_config(app: Any, lifespan: Literal["on", "off"] = "off") -> Any:

@@ -28,11 +28,10 @@ async def _serve(
     redis_url: str, postgres_url: str, settings: Any, sock: socket.socket,
     uvicorn_config: Callable[[Any], Any], show_token: bool,
 ) -> None:  # fmt: skip
-    import uvicorn
-
     from trawler.api.app import create_app
     from trawler.api.distributed import DistributedJobs
     from trawler.api.operators import StoredControls
+    from trawler.api.server import ApiServer
     from trawler.jobs.postgres_controls import PostgresControlStore
 
     service = await DistributedJobs.connect(redis_url, postgres_url)
@@ -44,6 +43,6 @@ async def _serve(
         host, port = sock.getsockname()[:2]
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"listening on http://{where}:{port} (Redis + PostgreSQL)", err=True)
-        await uvicorn.Server(uvicorn_config(app)).serve(sockets=[sock])
+        await ApiServer(uvicorn_config(app), app).serve(sockets=[sock])
     finally:
         await service.close()

@@ -30,7 +30,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-LIST_PAGES = 3
+from trawler.sitelinks import LIST_PAGES, Links, SiteLink, file_ext
+
 HOSTS_PER_NET = 250  # last octet 1..250: avoids .0 and .255
 
 _WORD_TEXT = (
@@ -43,23 +44,11 @@ _WORD_TEXT = (
 )
 _WORDS = tuple(_WORD_TEXT.split())
 
-TRACKING = "utm_source=feed&fbclid=abc123"
-
 
 class Response(NamedTuple):
     status: int
     content_type: str
     body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SiteLink:
-    """One ``<a>`` on a generated page: the href as written, the URL it means."""
-
-    href: str
-    target: str | None  # normalised absolute URL; None for mailto:, javascript:, tel:
-    nofollow: bool = False
-    rel: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +140,7 @@ class Site:
             "/",
             *(f"/p/{n}.html" for n in range(s.pages)),
             *(f"/list.html?page={k}&sort=asc" for k in range(1, LIST_PAGES + 1)),
-            *(f"/files/{n}.{_file_ext(n)}" for n in range(s.files)),
+            *(f"/files/{n}.{file_ext(n)}" for n in range(s.files)),
             *(f"/private/{n}.html" for n in range(s.private_pages)),
             *(f"/nofollow/{n}.html" for n in range(s.nofollow_pages)),
         ]
@@ -187,7 +176,7 @@ class Site:
     def links(self, i: int, path: str) -> list[SiteLink]:
         """The links on the HTML document at normalised ``path`` of host ``i``."""
         kind, n = self._locate(path)
-        return [] if kind in (None, "files") else _Links(self, i, str(kind), n).build()
+        return [] if kind in (None, "files") else Links(self, i, str(kind), n).build()
 
     def _locate(self, target: str) -> tuple[str | None, int]:
         """("p", 17) for "/p/17.html", ("list", 2) for "/list.html?page=2", or (None, -1)."""
@@ -215,7 +204,7 @@ class Site:
             f'<li><a href="{html.escape(link.href)}"'
             + (f' rel="{link.rel}"' if link.rel else "")
             + f">{html.escape(link.href)}</a></li>"
-            for link in _Links(self, i, kind, n).build()
+            for link in Links(self, i, kind, n).build()
         )
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -292,123 +281,9 @@ class Site:
         return self.host_index(netloc.lower()), slash + path.split("#", 1)[0]
 
 
-class _Links:
-    """Builds the link list of one document; every form appears on the home page."""
-
-    def __init__(self, site: Site, i: int, kind: str, n: int) -> None:
-        self.site, self.i, self.kind, self.n = site, i, kind, n
-        self.spec = site.spec
-        self.base = site.base(i)
-        self.rng = random.Random(f"{self.spec.seed}:{i}:{kind}:{n}:links")
-        self.out: list[SiteLink] = []
-
-    def add(self, href: str, path: str | None, rel: str = "", base: str | None = None) -> None:
-        target = None if path is None else (base or self.base) + path
-        self.out.append(SiteLink(href, target, "nofollow" in rel.lower().split(), rel))
-
-    def build(self) -> list[SiteLink]:
-        {
-            "home": self._home,
-            "p": self._page,
-            "list": self._list,
-            "private": self._private,
-            "nofollow": self._nofollow,
-        }[self.kind]()
-        return self.out
-
-    def _home(self) -> None:
-        s, b = self.spec, self.base
-        self.add("p/0.html", "/p/0.html")
-        if s.pages > 1:
-            self.add("./p/1.html#sec", "/p/1.html")
-        self.add("/p/0.html?" + TRACKING, "/p/0.html")
-        self.add(f"{b}/p/0.html", "/p/0.html")
-        self.add(f"HTTP://{self.site.netloc(self.i)}/p/0.html", "/p/0.html")
-        self.add("../p/0.html", "/p/0.html")  # RFC 3986 §5.2.4: ".." above root is dropped
-        self.add("", "/")  # empty href: this document
-        self.add("#top", "/")
-        self.add(b, "/")  # no path: normalises to "/"
-        self.add("list.html?sort=asc&page=1", "/list.html?page=1&sort=asc")
-        self.add("/list.html?page=1&utm_medium=email&sort=asc#top", "/list.html?page=1&sort=asc")
-        self._common(0)
-        if s.hosts > 1:
-            j = (self.i + 1) % s.hosts
-            self.add(self.site.base(j) + "/", "/", base=self.site.base(j))
-
-    def _page(self) -> None:
-        n, s = self.n, self.spec
-        for child in (2 * n + 2, 2 * n + 3):  # heap: home is node 0, p/n is node n + 1
-            if child < s.pages:
-                self.add(*self._form(f"/p/{child}.html"))
-        if n > 1:  # back links keep depths: lower index never means deeper
-            self.add(*self._form(f"/p/{(n - 2) // 2}.html"))
-            self.add(*self._form(f"/p/{self.rng.randrange(n)}.html"))
-        self.add(self.rng.choice(["../", "/", self.base, self.base + "/"]), "/")
-        self.add("#sec", f"/p/{n}.html")
-        self._common(n)
-        for _ in range(min(2, s.hosts - 1)):
-            j = (self.i + 1 + self.rng.randrange(s.hosts - 1)) % s.hosts
-            m = self.rng.randrange(n + 1)
-            self.add(f"{self.site.base(j)}/p/{m}.html", f"/p/{m}.html", base=self.site.base(j))
-
-    def _form(self, path: str) -> tuple[str, str]:
-        """A random way of writing a link to ``path`` from a /p/ page."""
-        name = path.rsplit("/", 1)[1]
-        forms = [
-            name,
-            f"./{name}",
-            f"../p/{name}",
-            path,
-            self.base + path,
-            f"{name}#sec",
-            f"{path}?{TRACKING}",
-            f"{name}?utm_campaign=spring#top",
-        ]
-        return self.rng.choice(forms), path
-
-    def _common(self, n: int) -> None:
-        s, b = self.spec, self.base
-        self.add(f"/private/{n % s.private_pages}.html", f"/private/{n % s.private_pages}.html")
-        rel = self.rng.choice(["nofollow", "external nofollow", "NoFollow noopener"])
-        self.add(
-            f"{b}/nofollow/{n % s.nofollow_pages}.html",
-            f"/nofollow/{n % s.nofollow_pages}.html",
-            rel,
-        )
-        for f in (n % s.files, (n + 1) % s.files):
-            self.add(f"/files/{f}.{_file_ext(f)}", f"/files/{f}.{_file_ext(f)}")
-        self.add("mailto:harbour@example.invalid", None)
-        self.add("javascript:void(0)", None)
-        self.add("tel:+15550100", None)
-
-    def _list(self) -> None:
-        k = self.n
-        self.add(
-            f"/p/{min(k - 1, self.spec.pages - 1)}.html",
-            f"/p/{min(k - 1, self.spec.pages - 1)}.html",
-        )
-        if k < LIST_PAGES:
-            self.add(f"?sort=asc&page={k + 1}", f"/list.html?page={k + 1}&sort=asc")
-        self.add("/", "/")
-
-    def _private(self) -> None:
-        if self.n + 1 < self.spec.private_pages:
-            self.add(f"{self.n + 1}.html", f"/private/{self.n + 1}.html")
-        self.add("/", "/")
-
-    def _nofollow(self) -> None:
-        if self.n + 1 < self.spec.nofollow_pages:
-            self.add(f"{self.n + 1}.html", f"/nofollow/{self.n + 1}.html")
-        self.add("/p/0.html", "/p/0.html")
-
-
-def _file_ext(n: int) -> str:
-    return "pdf" if n % 2 == 0 else "jpg"
-
-
 def _binary(i: int, n: int) -> Response:
     note = f"trawler test file host {i} n {n}".encode()
-    if _file_ext(n) == "pdf":
+    if file_ext(n) == "pdf":
         return Response(200, "application/pdf", b"%PDF-1.4\n% " + note + b"\n%%EOF\n")
     # SOI, a JFIF APP0 header, a comment segment carrying the note, EOI.
     comment = b"\xff\xfe" + (len(note) + 2).to_bytes(2, "big") + note
@@ -428,7 +303,7 @@ def _classify(path: str) -> tuple[str | None, int]:
     if parts[1] not in want or not stem.isdigit() or not dot or stem != str(int(stem)):
         return None, -1
     if want[parts[1]] is None:
-        return ("files", int(stem)) if ext == _file_ext(int(stem)) else (None, -1)
+        return ("files", int(stem)) if ext == file_ext(int(stem)) else (None, -1)
     return (parts[1], int(stem)) if ext == "html" else (None, -1)
 
 

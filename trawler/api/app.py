@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trawler import __version__
+from trawler.api.dashboard import mount_dashboard
 from trawler.api.deps import (
     ApiSettings,
     JobControlUnavailable,
@@ -29,7 +30,7 @@ from trawler.api.deps import (
     StoreUnavailable,
     require_token,
 )
-from trawler.api.routes import admin, analysis, controls, jobdata, jobs, search, system
+from trawler.api.routes import admin, analysis, controls, events, jobdata, jobs, search, system
 from trawler.api.schemas import Invalid, Problem
 from trawler.jobs.model import InvalidTransition, UnknownJob
 
@@ -60,12 +61,15 @@ def create_app(
     app.state.service = service
     app.state.settings = settings
     app.state.operations = operations if operations is not None else NoRunner()
+    app.state.live = events.live_events(service)  # the dashboard's stream: one producer
     v1 = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)],
                    responses=COMMON_ERRORS)  # fmt: skip
     for module in (jobs, jobdata, search, analysis, admin, controls):
         v1.include_router(module.router)
     app.include_router(v1)
+    app.include_router(events.router, prefix=API_PREFIX, dependencies=[Depends(require_token)])
     app.include_router(system.router, responses={503: COMMON_ERRORS[503]})
+    mount_dashboard(app)
     _add_error_handlers(app)
     return app
 

@@ -60,11 +60,17 @@ class JobReader(Protocol):
     def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
         """The rows of `trawler export`, streamed (reading stops at ``close``)."""
 
-    def pages(self, wanted: PageFilter, offset: int, limit: int) -> tuple[list[dict], int]:
-        """Export rows ``wanted`` keeps, in commit order, and how many match in all."""
+    def pages(
+        self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False
+    ) -> tuple[list[dict], int]:
+        """Export rows ``wanted`` keeps, in commit order (or its reverse), and how many
+        match in all."""
 
-    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
-        """The latest failed fetches, newest first; the count of each error code."""
+    def errors(
+        self, limit: int, code: str | None = None, host: str | None = None
+    ) -> tuple[list[dict], dict[str, int]]:
+        """The latest failed fetches (of that error code, that host), newest first; the
+        count of each error code over the whole job."""
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None
@@ -74,7 +80,9 @@ class JobReader(Protocol):
     def url_report(self, url: str) -> dict:
         """State, fetch history, robots.txt verdict and link counts of a normalised URL."""
 
-    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]: ...
+    def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
+        """A page of the job's hosts in ``sort`` order (sqlite_hosts.HOST_ORDERS), with
+        interval, back-off and robots.txt; and how many hosts in all."""
 
     def host_report(self, host: str) -> dict | None: ...
 
@@ -82,7 +90,7 @@ class JobReader(Protocol):
         """Throughput, errors of the last hour, storage, queue (sqlite_read.activity)."""
 
     def per_second(self, start: float, end: float) -> list[tuple]:
-        """(second, status class, failed, pages) rows for [start, end)."""
+        """(second, status class, failed, pages, body bytes) rows for [start, end)."""
 
     def metric_numbers(self, bounds: tuple[float, ...]) -> tuple[dict, list, float, int]:
         """Totals for /metrics, and the fetch-duration histogram at ``bounds``."""

@@ -25,7 +25,8 @@ from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
-from trawler.store.sqlite_read import PageFilter, host_row
+from trawler.store.sqlite_hosts import current_interval_s, host_row
+from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
@@ -78,13 +79,19 @@ class PostgresJobReader:
     def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
         return pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
 
-    def pages(self, wanted: PageFilter, offset: int, limit: int) -> tuple[list[dict], int]:
+    def pages(
+        self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False
+    ) -> tuple[list[dict], int]:
         if wanted.host is not None and "\x00" in wanted.host:
             return [], 0  # PostgreSQL text holds no NUL: no page has that host
-        return pg.page_rows(self.conn, self.job_id, wanted, offset, limit)
+        return pg.page_rows(self.conn, self.job_id, wanted, offset, limit, newest_first)
 
-    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
-        return pg.error_rows(self.conn, self.job_id, limit)
+    def errors(
+        self, limit: int, code: str | None = None, host: str | None = None
+    ) -> tuple[list[dict], dict[str, int]]:
+        if "\x00" in (code or "") + (host or ""):  # no text holds one: none match
+            return [], pg.error_rows(self.conn, self.job_id, 0)[1]
+        return pg.error_rows(self.conn, self.job_id, limit, code, host)
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None
@@ -101,11 +108,33 @@ class PostgresJobReader:
         }  # fmt: skip
         return {"url": url, "host": host_key(url), **report, "robots": None}
 
-    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]:
+    def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)
+        if sort == "queued":  # Redis's number: every host's, sorted here
+            every = pg.all_hosts(self.conn, self.job_id)
+            queued = self.frontier.host_queued(every)
+            names = sorted(every, key=lambda host: (-queued[host], host))[offset : offset + limit]
+        elif sort != "host":
+            names = pg.sorted_hosts(self.conn, self.job_id, sort, offset, limit)
+        return self._host_rows(names), total
+
+    def _host_rows(self, names: list[str]) -> list[dict]:
         numbers = pg.host_numbers(self.conn, self.job_id, names)
         queued = self.frontier.host_queued(names)
-        return [host_row(host, queued[host], numbers.get(host)) for host in names], total
+        kept = self.frontier.host_politeness(names)
+        robots = pg.robots_summaries(self.conn, self.job_id, names)
+        rows = []
+        for host in names:
+            crawl_delay, backoff = kept[host]
+            row = host_row(host, queued[host], numbers.get(host))
+            row["interval_s"] = current_interval_s(self.config, crawl_delay, backoff)
+            row["backoff_s"] = backoff or None
+            status, error = robots.get(host, (None, None))
+            # Crawl-delay: the one the workers apply (PostgreSQL keeps no robots.txt body).
+            row["robots"] = None if host not in robots else {
+                "status": status, "error": error, "crawl_delay": crawl_delay}  # fmt: skip
+            rows.append(row)
+        return rows
 
     def host_report(self, host: str) -> dict | None:
         if "\x00" in host:
@@ -115,8 +144,8 @@ class PostgresJobReader:
         if numbers is None and not queued:
             return None
         report = host_row(host, queued, numbers)
-        config = self.config
-        report["interval_s"] = config.delay_s  # the job's; Crawl-delay and back-off: Redis's
+        crawl_delay, backoff = self.frontier.host_politeness([host])[host]
+        report["interval_s"] = current_interval_s(self.config, crawl_delay, backoff)
         report["politeness"] = dict.fromkeys(
             ("last_sent_at", "next_allowed_at", "crawl_delay_s", "backoff_s", "failures",
              "paused_until"))  # fmt: skip

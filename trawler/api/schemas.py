@@ -196,7 +196,7 @@ class UrlReport(BaseModel):
     robots: RobotsVerdict | None  # None: no robots.txt of its origin kept
 
 
-class HostRow(BaseModel):
+class HostNumbers(BaseModel):
     host: str
     job: str
     queued: int
@@ -204,6 +204,21 @@ class HostRow(BaseModel):
     errors: int
     error_rate: float
     mean_response_s: float | None
+
+
+class RobotsSummary(BaseModel):
+    """The host's newest robots.txt: its status, error code, Crawl-delay (on Redis +
+    PostgreSQL: the Crawl-delay the workers apply, capped by --max-crawl-delay)."""
+
+    status: int | None
+    error: str | None
+    crawl_delay: float | None
+
+
+class HostRow(HostNumbers):
+    interval_s: float  # start to start, now: max(delay, Crawl-delay) + back-off
+    backoff_s: float | None  # None: not backed off
+    robots: RobotsSummary | None  # None: no robots.txt fetched yet
 
 
 class HostList(BaseModel):
@@ -230,7 +245,7 @@ class HostRobots(BaseModel):
     fetched_at: float
 
 
-class HostReport(HostRow):
+class HostReport(HostNumbers):
     interval_s: float
     politeness: Politeness
     robots: list[HostRobots]
@@ -257,6 +272,24 @@ class Timeseries(BaseModel):
     pages: list[int]
     errors: list[int]
     status_classes: dict[str, list[int]]  # "2xx": a count a second; "none": no status
+    bytes: list[int]  # body bytes of the pages fetched, a second
+
+
+class FeedError(ErrorRow):
+    job: str
+
+
+class Snapshot(BaseModel):
+    """The data of each ``snapshot`` event of /api/v1/events: the same shapes as
+    /admin/stats, /admin/stats/timeseries, /jobs and /admin/workers answer."""
+
+    at: float  # Unix time it was read
+    stats: AdminStats
+    series: Timeseries
+    jobs: list[Job]  # newest first, at most 100
+    workers: list[Worker]
+    # Newest first, at most 100: of the running and paused jobs, or else of the newest.
+    errors: list[FeedError]
 
 
 class Health(BaseModel):

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
-from trawler.store import search, sqlite_read
+from trawler.store import search, sqlite_hosts, sqlite_read
 from trawler.store.sqlite import NotTrawlerData, connect
 from trawler.store.sqlite_export import iter_pages
 
@@ -58,12 +58,14 @@ class SqliteJobReader:
         return iter_pages(self.conn, include_noindex, kinds)
 
     def pages(
-        self, wanted: sqlite_read.PageFilter, offset: int, limit: int
+        self, wanted: sqlite_read.PageFilter, offset: int, limit: int, newest_first: bool = False
     ) -> tuple[list[dict], int]:
-        return sqlite_read.page_rows(self.conn, wanted, offset, limit)
+        return sqlite_read.page_rows(self.conn, wanted, offset, limit, newest_first)
 
-    def errors(self, limit: int) -> tuple[list[dict], dict[str, int]]:
-        return sqlite_read.error_rows(self.conn, limit)
+    def errors(
+        self, limit: int, code: str | None = None, host: str | None = None
+    ) -> tuple[list[dict], dict[str, int]]:
+        return sqlite_read.error_rows(self.conn, limit, code, host)
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None
@@ -77,13 +79,13 @@ class SqliteJobReader:
     def url_report(self, url: str) -> dict:
         return sqlite_read.url_report(self.conn, url, self._robots_token)
 
-    def hosts(self, offset: int, limit: int) -> tuple[list[dict], int]:
-        return sqlite_read.host_rows(self.conn, offset, limit)
+    def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
+        return sqlite_hosts.host_rows(self.conn, offset, limit, sort, self.config)
 
     def host_report(self, host: str) -> dict | None:
         if self.config is None:
             return None
-        return sqlite_read.host_report(self.conn, host, self.config)
+        return sqlite_hosts.host_report(self.conn, host, self.config)
 
     def activity(self, now: float) -> dict:
         return sqlite_read.activity(self.conn, now)

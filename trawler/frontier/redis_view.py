@@ -14,6 +14,7 @@ class FrontierView:
     def __init__(self, client: Redis, job_id: str, prefix: str = "trawler") -> None:
         self.redis = client
         self._jp = f"{prefix}:{{{job_id}}}:"
+        self._hp = f"{prefix}:host:"
 
     def queued(self) -> int:
         """URLs queued (leased ones not counted), as ``RedisFrontier.stats``."""
@@ -39,3 +40,13 @@ class FrontierView:
             host: older + sum(next(lengths) for _ in depths)
             for host, depths, older in zip(hosts, found[::2], found[1::2], strict=True)
         }
+
+    def host_politeness(self, hosts: list[str]) -> dict[str, tuple[float | None, float]]:
+        """host -> (Crawl-delay, back-off s) the workers keep for it (shared by jobs)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for host in hosts:
+            pipe.hmget(self._hp + host, "crawl_delay", "backoff")
+        found = {}
+        for host, (delay, backoff) in zip(hosts, pipe.execute(), strict=True):
+            found[host] = (float(delay) if delay else None, float(backoff or 0))
+        return found

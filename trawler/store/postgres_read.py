@@ -60,9 +60,11 @@ def _stream(conn: psycopg.Connection, sql: str, args: tuple) -> Iterator[tuple]:
 
 
 def page_rows(
-    conn: psycopg.Connection, job_id: str, wanted: PageFilter, offset: int, limit: int
-) -> tuple[list[dict], int]:
-    """Export rows of the pages ``wanted`` keeps, in commit order, and how many in all."""
+    conn: psycopg.Connection, job_id: str, wanted: PageFilter, offset: int, limit: int,
+    newest_first: bool = False,
+) -> tuple[list[dict], int]:  # fmt: skip
+    """Export rows of the pages ``wanted`` keeps, in commit order (or its reverse), and
+    how many in all."""
     clauses = ["job_id = %s"]
     args: list[Any] = [job_id]
     for sql, value in (("host = %s", wanted.host), ("status = %s", wanted.status),
@@ -77,19 +79,27 @@ def page_rows(
     total = int(_one(conn, f"SELECT count(*) FROM pages WHERE {where}", args))
     cursor = conn.execute(
         f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where}"
-        " ORDER BY id LIMIT %s OFFSET %s",
+        f" ORDER BY id{' DESC' if newest_first else ''} LIMIT %s OFFSET %s",
         (*args, min(limit, PAGE_ROWS_MAX), offset),
     )
     return [dict(zip(EXPORT_COLUMNS, values, strict=True)) for values in cursor], total
 
 
-def error_rows(conn: psycopg.Connection, job_id: str, limit: int) -> tuple[list[dict], dict]:
-    """The ``limit`` latest failed fetches, newest first, and the count of each error code."""
+def error_rows(
+    conn: psycopg.Connection, job_id: str, limit: int, code: str | None = None,
+    host: str | None = None,
+) -> tuple[list[dict], dict]:  # fmt: skip
+    """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
+    newest first, and the count of each error code over the whole job."""
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
+    where, args = f"job_id = %s AND {FAILED}", [job_id]
+    for sql, value in (("error = %s", code), ("host = %s", host)):
+        if value is not None:
+            where += f" AND {sql}"
+            args.append(value)
     cursor = conn.execute(
-        f"SELECT {', '.join(names)} FROM pages WHERE job_id = %s AND {FAILED}"
-        " ORDER BY id DESC LIMIT %s",
-        (job_id, limit),
+        f"SELECT {', '.join(names)} FROM pages WHERE {where} ORDER BY id DESC LIMIT %s",
+        (*args, limit),
     )
     latest = [dict(zip(names, row, strict=True)) for row in cursor]
     counts = conn.execute(
@@ -151,6 +161,45 @@ def stored_hosts(
     return [row[0] for row in rows], total
 
 
+# /hosts?sort= by the stored pages (sqlite_hosts.HOST_ORDERS; queued: Redis's, the caller's).
+HOST_ORDERS = {
+    "fetched": "count(*) DESC, host",
+    "errors": f"count(*) FILTER (WHERE {FAILED}) DESC, host",
+    "error_rate": f"round(count(*) FILTER (WHERE {FAILED})::numeric / count(*), 4) DESC, host",
+    "mean_response_s": "avg(fetch_duration_s) IS NULL,"
+    " round(avg(fetch_duration_s)::numeric, 4) DESC, host",
+}
+
+
+def sorted_hosts(
+    conn: psycopg.Connection, job_id: str, sort: str, offset: int, limit: int
+) -> list[str]:
+    """The hosts with a stored page, in ``sort`` order (HOST_ORDERS), a page of them."""
+    rows = conn.execute(
+        "SELECT host FROM pages WHERE job_id = %s AND host IS NOT NULL GROUP BY host"
+        f" ORDER BY {HOST_ORDERS[sort]} LIMIT %s OFFSET %s",
+        (job_id, limit, offset),
+    )
+    return [row[0] for row in rows]
+
+
+def all_hosts(conn: psycopg.Connection, job_id: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT DISTINCT host FROM pages WHERE job_id = %s AND host IS NOT NULL", (job_id,)
+    )
+    return [row[0] for row in rows]
+
+
+def robots_summaries(conn: psycopg.Connection, job_id: str, hosts: list[str]) -> dict[str, tuple]:
+    """host -> (status, error) of its newest robots.txt download (none: absent)."""
+    rows = conn.execute(
+        "SELECT DISTINCT ON (host) host, status, error FROM robots_fetches"
+        " WHERE job_id = %s AND host = ANY(%s) ORDER BY host, id DESC",
+        (job_id, hosts),
+    )
+    return {host: (status, error) for host, status, error in rows}
+
+
 def host_robots(conn: psycopg.Connection, job_id: str, host: str) -> list[dict]:
     """The robots.txt downloads of the host, newest first (Crawl-delay: not kept here)."""
     rows = conn.execute(
@@ -183,10 +232,12 @@ def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
 
 
 def per_second(conn: psycopg.Connection, job_id: str, start: float, end: float) -> list[tuple]:
-    """(second, status class or 0, failed, pages) for pages fetched in [start, end)."""
+    """(second, status class or 0, failed, pages, body bytes) for pages fetched in
+    [start, end)."""
     return conn.execute(
         "SELECT floor(fetched_at)::bigint, coalesce(status / 100, 0),"
-        f" {FAILED}, count(*) FROM pages WHERE job_id = %s"
+        f" {FAILED}, count(*), coalesce(sum(content_length), 0)::bigint FROM pages"
+        " WHERE job_id = %s"
         " AND fetched_at >= %s AND fetched_at < %s GROUP BY 1, 2, 3",
         (job_id, start, end),
     ).fetchall()

@@ -25,7 +25,7 @@ from trawler.urls import host_key, origin
 
 URL_STATES = {QUEUED: "queued", DONE: "done", SKIPPED: "skipped", DEAD: "dead"}
 # A page whose fetch failed: an error code other than "not HTML" (which is no error).
-_FAILED = f"error IS NOT NULL AND error != '{NOT_HTML}'"
+FAILED = f"error IS NOT NULL AND error != '{NOT_HTML}'"
 PAGE_ROWS_MAX = 1000
 
 
@@ -50,7 +50,7 @@ class PageFilter:
     until: float | None = None
 
 
-def _scalar(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> float:
+def scalar(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> float:
     return conn.execute(sql, args).fetchone()[0] or 0
 
 
@@ -69,9 +69,9 @@ def job_counts(conn: sqlite3.Connection) -> dict[str, float]:
     """pages_crawled, urls_queued, errors, pages_per_s: the pace over the last minute
     of fetching (up to the last page stored; over less when it began less long ago)."""
     return {
-        "pages_crawled": _scalar(conn, "SELECT count(*) FROM pages"),
-        "urls_queued": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
-        "errors": _scalar(conn, f"SELECT count(*) FROM pages WHERE {_FAILED}"),
+        "pages_crawled": scalar(conn, "SELECT count(*) FROM pages"),
+        "urls_queued": scalar(conn, "SELECT sum(queued) FROM host_queues"),
+        "errors": scalar(conn, f"SELECT count(*) FROM pages WHERE {FAILED}"),
         "pages_per_s": recent_pace(conn, 60.0),
     }
 
@@ -96,24 +96,26 @@ def _page_where(f: PageFilter) -> tuple[str, list]:
             clauses.append(sql)
             args.append(value)
     if f.failed is not None:
-        clauses.append(_FAILED if f.failed else f"NOT ({_FAILED})")
+        clauses.append(FAILED if f.failed else f"NOT ({FAILED})")
     return " AND ".join(clauses), args
 
 
 def page_rows(
-    conn: sqlite3.Connection, wanted: PageFilter, offset: int, limit: int
-) -> tuple[list[dict], int]:
-    """Export rows (``EXPORT_COLUMNS``) of the pages ``wanted`` keeps, in commit order,
-    and how many there are in all."""
+    conn: sqlite3.Connection, wanted: PageFilter, offset: int, limit: int,
+    newest_first: bool = False,
+) -> tuple[list[dict], int]:  # fmt: skip
+    """Export rows (``EXPORT_COLUMNS``) of the pages ``wanted`` keeps, in commit order
+    (or its reverse), and how many there are in all."""
     kind = kind_expression(conn)
     where, args = _page_where(wanted)
     if wanted.kind is not None:
         where += f" AND {kind} = ?"
         args.append(wanted.kind)
-    total = int(_scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
+    total = int(scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
     columns = ", ".join(EXPORT_COLUMNS[:-1])
     cursor = conn.execute(
-        f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id LIMIT ? OFFSET ?",
+        f"SELECT {columns}, {kind} FROM pages WHERE {where}"
+        f" ORDER BY id{' DESC' if newest_first else ''} LIMIT ? OFFSET ?",
         (*args, min(limit, PAGE_ROWS_MAX), offset),
     )
     rows = []
@@ -124,17 +126,25 @@ def page_rows(
     return rows, total
 
 
-def error_rows(conn: sqlite3.Connection, limit: int) -> tuple[list[dict], dict[str, int]]:
-    """The ``limit`` latest failed fetches, newest first, and the count of each error code."""
+def error_rows(
+    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None
+) -> tuple[list[dict], dict[str, int]]:
+    """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
+    newest first, and the count of each error code over the whole job."""
+    where, args = FAILED, []
+    for sql, value in (("error = ?", code), ("host = ?", host)):
+        if value is not None:
+            where += f" AND {sql}"
+            args.append(value)
     rows = conn.execute(
         "SELECT url, error, status, fetched_at, attempts, host FROM pages"
-        f" WHERE {_FAILED} ORDER BY id DESC LIMIT ?",
-        (limit,),
+        f" WHERE {where} ORDER BY id DESC LIMIT ?",
+        (*args, limit),
     )
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     latest = [dict(zip(names, row, strict=True)) for row in rows]
     counts = conn.execute(
-        f"SELECT error, count(*) FROM pages WHERE {_FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
+        f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
     )
     return latest, {code: count for code, count in counts}
 
@@ -182,7 +192,7 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict:
     )
     names = ("attempt", "started_at", "duration_s", "status", "error", "decision")
     fetches = [dict(zip(names, row, strict=True)) for row in history]
-    discovered = _scalar(conn, "SELECT count(*) FROM urls WHERE parent_url = ?", (url,))
+    discovered = scalar(conn, "SELECT count(*) FROM urls WHERE parent_url = ?", (url,))
     return {
         "url": url, "host": host,
         "state": URL_STATES.get(known[0], "unknown") if known else "done" if page else "unseen",
@@ -196,103 +206,35 @@ def url_report(conn: sqlite3.Connection, url: str, token: str) -> dict:
     }  # fmt: skip
 
 
-_HOST_PAGES = (
-    "SELECT host, count(*), sum({failed}), avg(fetch_duration_s) FROM pages"
-    " WHERE host IN ({marks}) GROUP BY host"
-)
-
-
-def _host_numbers(conn: sqlite3.Connection, hosts: list[str]) -> dict[str, tuple]:
-    if not hosts:
-        return {}
-    sql = _HOST_PAGES.format(failed=_FAILED, marks=", ".join("?" for _ in hosts))
-    return {row[0]: row[1:] for row in conn.execute(sql, hosts)}
-
-
-def host_rows(conn: sqlite3.Connection, offset: int, limit: int) -> tuple[list[dict], int]:
-    """Hosts of the job in name order: queued, fetched, errors, error rate, mean time."""
-    total = int(_scalar(conn, "SELECT count(*) FROM host_queues"))
-    queues = conn.execute(
-        "SELECT host, queued FROM host_queues ORDER BY host LIMIT ? OFFSET ?", (limit, offset)
-    ).fetchall()
-    numbers = _host_numbers(conn, [host for host, _ in queues])
-    return [host_row(host, queued, numbers.get(host)) for host, queued in queues], total
-
-
-def host_row(host: str, queued: int, numbers: tuple | None) -> dict:
-    """A host's row of /hosts from (fetched, failed, mean response s); both backends."""
-    fetched, failed, mean_s = numbers or (0, 0, None)
-    return {
-        "host": host, "queued": queued, "fetched": fetched, "errors": failed or 0,
-        "error_rate": round((failed or 0) / fetched, 4) if fetched else 0.0,
-        "mean_response_s": round(mean_s, 4) if mean_s is not None else None,
-    }  # fmt: skip
-
-
-def host_report(conn: sqlite3.Connection, host: str, config: CrawlConfig) -> dict | None:
-    """One host: its numbers, its politeness now, and its robots.txt."""
-    queue = conn.execute("SELECT queued FROM host_queues WHERE host = ?", (host,)).fetchone()
-    if queue is None:
-        return None
-    report = host_row(host, queue[0], _host_numbers(conn, [host]).get(host))
-    kept = conn.execute(
-        "SELECT last_sent_at, next_allowed_at, crawl_delay_s, backoff_s, failures,"
-        " paused_until FROM hosts WHERE host = ?",
-        (host,),
-    ).fetchone()
-    names = ("last_sent_at", "next_allowed_at", "crawl_delay_s", "backoff_s", "failures",
-             "paused_until")  # fmt: skip
-    state = dict(zip(names, kept, strict=True)) if kept else dict.fromkeys(names)
-    crawl_delay = min(state["crawl_delay_s"] or 0.0, config.max_crawl_delay_s)
-    report["interval_s"] = max(config.delay_s, crawl_delay) + (state["backoff_s"] or 0.0)
-    report["politeness"] = state
-    report["robots"] = _host_robots(conn, host, config.robots_token)
-    return report
-
-
-def _host_robots(conn: sqlite3.Connection, host: str, token: str) -> list[dict]:
-    """Each kept robots.txt of the host (one per scheme): status, Crawl-delay, fetch time."""
-    rows = conn.execute(
-        "SELECT site, status, error, body, fetched_at FROM robots WHERE site IN (?, ?)"
-        " ORDER BY fetched_at DESC",
-        (f"http://{host}", f"https://{host}"),
-    )
-    kept = []
-    for site, status, error, body, fetched_at in rows:
-        result = FetchResult("", "", status=status, error=error, body=bytes(body))
-        rules = entry_from_fetch(result, token, 0.0, None).rules
-        kept.append({"robots_url": site + "/robots.txt", "status": status, "error": error,
-                     "crawl_delay": rules.crawl_delay, "fetched_at": fetched_at})  # fmt: skip
-    return kept
-
-
 def activity(conn: sqlite3.Connection, now: float) -> dict:
     """Throughput: pages/s over the last 10 s, 1 and 5 minutes; failed and all fetches of
     the last hour; storage; the queue."""
 
     def fetched_since(seconds: float, where: str = "1") -> float:
         sql = f"SELECT count(*) FROM pages WHERE fetched_at >= ? AND {where}"
-        return _scalar(conn, sql, (now - seconds,))
+        return scalar(conn, sql, (now - seconds,))
 
-    visited = _scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")
+    visited = scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")
     hour = fetched_since(3600)
-    errors = fetched_since(3600, _FAILED)
+    errors = fetched_since(3600, FAILED)
     return {
         "throughput": {"now": round(fetched_since(10) / 10, 3),
                        "last_1m": round(fetched_since(60) / 60, 3),
                        "last_5m": round(fetched_since(300) / 300, 3)},  # fmt: skip
         "errors": {"last_hour": int(errors), "fetched_last_hour": int(hour)},
-        "storage": {"pages": int(_scalar(conn, "SELECT count(*) FROM pages")),
-                    "bytes": int(_scalar(conn, "SELECT sum(content_length) FROM pages"))},
-        "queue": {"pending": int(_scalar(conn, "SELECT sum(queued) FROM host_queues")),
+        "storage": {"pages": int(scalar(conn, "SELECT count(*) FROM pages")),
+                    "bytes": int(scalar(conn, "SELECT sum(content_length) FROM pages"))},
+        "queue": {"pending": int(scalar(conn, "SELECT sum(queued) FROM host_queues")),
                   "visited": int(visited)},
     }  # fmt: skip
 
 
 def per_second(conn: sqlite3.Connection, start: float, end: float) -> list[tuple]:
-    """(second, status class or 0 for none, failed, pages) for pages fetched in [start, end)."""
+    """(second, status class or 0 for none, failed, pages, body bytes) for pages fetched
+    in [start, end)."""
     return conn.execute(
-        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {_FAILED}, count(*)"
+        f"SELECT CAST(fetched_at AS INTEGER), coalesce(status / 100, 0), {FAILED}, count(*),"
+        " coalesce(sum(content_length), 0)"
         " FROM pages WHERE fetched_at >= ? AND fetched_at < ? GROUP BY 1, 2, 3",
         (start, end),
     ).fetchall()
@@ -303,19 +245,19 @@ def metric_numbers(conn: sqlite3.Connection) -> dict:
     robots denials, frontier size, hosts with queued URLs, fetch durations."""
     grouped: Callable[[str], dict] = lambda sql: dict(conn.execute(sql).fetchall())  # noqa: E731
     return {
-        "pages": _scalar(conn, "SELECT count(*) FROM pages"),
-        "bytes": _scalar(conn, "SELECT sum(content_length) FROM pages"),
+        "pages": scalar(conn, "SELECT count(*) FROM pages"),
+        "bytes": scalar(conn, "SELECT sum(content_length) FROM pages"),
         "status_classes": grouped(
             "SELECT (status / 100) || 'xx', count(*) FROM pages WHERE status IS NOT NULL GROUP BY 1"
         ),
-        "errors": grouped(f"SELECT error, count(*) FROM pages WHERE {_FAILED} GROUP BY 1"),
+        "errors": grouped(f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1"),
         # Links turned away when found (a counter) and URLs skipped when their turn came.
-        "robots_denied": _scalar(
+        "robots_denied": scalar(
             conn, "SELECT coalesce(sum(value), 0) FROM counters WHERE name = 'rejected.robots'"
         )
-        + _scalar(conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"),
-        "frontier": _scalar(conn, "SELECT sum(queued) FROM host_queues"),
-        "active_hosts": _scalar(conn, "SELECT count(*) FROM host_queues WHERE queued > 0"),
+        + scalar(conn, f"SELECT count(*) FROM urls WHERE state = {SKIPPED} AND reason = 'robots'"),
+        "frontier": scalar(conn, "SELECT sum(queued) FROM host_queues"),
+        "active_hosts": scalar(conn, "SELECT count(*) FROM host_queues WHERE queued > 0"),
     }
 
 

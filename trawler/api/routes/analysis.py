@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
@@ -16,6 +17,17 @@ from trawler.urls import normalise
 
 router = APIRouter(tags=["analysis"])
 JobParam = Annotated[str | None, Query(max_length=200, description="The job [the newest].")]
+
+
+class HostSort(StrEnum):
+    """host: by name; the others biggest first (busiest, most failing, slowest)."""
+
+    host = "host"
+    fetched = "fetched"
+    queued = "queued"
+    errors = "errors"
+    error_rate = "error_rate"
+    mean_response_s = "mean_response_s"
 
 
 async def _job_id(service: Service, job: str | None) -> str:
@@ -53,8 +65,10 @@ async def hosts(
     job: JobParam = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    sort: HostSort = HostSort.host,
 ) -> HostList:
-    """The job's hosts by name: queued, fetched, errors, error rate, mean response time."""
+    """The job's hosts, by name or biggest first: queued, fetched, errors, error rate,
+    mean response time, interval and back-off now, robots.txt."""
     try:
         job_id = await _job_id(service, job)
     except UnknownJob:
@@ -65,7 +79,7 @@ async def hosts(
     def read() -> tuple[list[dict], int]:
         try:
             with service.reader(job_id) as reader:
-                return reader.hosts(offset, limit)
+                return reader.hosts(offset, limit, sort.value)
         except NoCrawlData:
             return [], 0
 

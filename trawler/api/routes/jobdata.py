@@ -28,6 +28,11 @@ class Format(StrEnum):
     csv = "csv"
 
 
+class Order(StrEnum):
+    asc = "asc"
+    desc = "desc"
+
+
 class Kind(StrEnum):
     page = "page"
     sitemap = "sitemap"
@@ -89,23 +94,35 @@ def pages(
     until: datetime | None = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=sqlite_read.PAGE_ROWS_MAX)] = 100,
+    order: Annotated[Order, Query(description="asc: commit order; desc: newest first.")] = (
+        Order.asc
+    ),
 ) -> PageList:
-    """The job's stored pages in commit order, as export rows."""
+    """The job's stored pages in commit order (or newest first), as export rows."""
     wanted = sqlite_read.PageFilter(
         host, status, kind.value if kind else None, failed, unix(since), unix(until)
     )
     with service.reader(job_id) as reader:
-        rows, total = reader.pages(wanted, offset, limit)
+        rows, total = reader.pages(wanted, offset, limit, order == Order.desc)
     return PageList(pages=[PageRow(**row) for row in rows], total=total, offset=offset, limit=limit)
 
 
 @router.get("/errors", response_model=ErrorList, responses=NOT_FOUND)
 def errors(
-    job_id: str, service: Service, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+    job_id: str,
+    service: Service,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    code: Annotated[str | None, Query(max_length=200, description="Only this error code.")] = (
+        None
+    ),
+    host: Annotated[str | None, Query(max_length=1000, description="Only this host[:port].")] = (
+        None
+    ),
 ) -> ErrorList:
-    """The latest failed fetches, newest first, and the count of each error code."""
+    """The latest failed fetches (of that code, that host), newest first; the count of
+    each error code and the total stay over the whole job."""
     with service.reader(job_id) as reader:
-        latest, by_code = reader.errors(limit)
+        latest, by_code = reader.errors(limit, code, host)
     return ErrorList(
         errors=[ErrorRow(**row) for row in latest], by_code=by_code, total=sum(by_code.values())
     )
