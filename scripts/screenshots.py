@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 from tests.e2e.api_server import ServeProcess, start_serve  # noqa: E402
-from tests.e2e.browser import WAIT_MS, chromium, dashboard_base, enter_token  # noqa: E402
+from tests.e2e.browser import WAIT_MS, chromium, enter_token  # noqa: E402
 from tests.e2e.conftest import start_testsite  # noqa: E402
 
 IMAGES = ROOT / "docs" / "images"
@@ -68,7 +68,7 @@ def main() -> None:
                 browser = driver.chromium.launch(executable_path=str(chromium()),
                                                  args=["--no-sandbox"])  # fmt: skip
                 page = browser.new_page(viewport=VIEWPORT, color_scheme="light")
-                base = dashboard_base(serve)
+                base = serve.base
                 page.goto(f"{base}/")
                 enter_token(page, serve.token)
                 shoot(page, base, job_id)

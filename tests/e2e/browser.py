@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from tests.e2e.api_server import ServeProcess
 from tests.servers import ServerUnavailable, apt_install
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -32,16 +31,6 @@ def chromium() -> Path:
     if not CHROMIUM.exists():
         raise ServerUnavailable("apt-get installed no /usr/bin/chromium")
     return CHROMIUM
-
-
-def dashboard_base(serve: ServeProcess) -> str:
-    """Where the browser goes: the server itself, or (TRAWLER_DASH_DEV=1, only while
-    the server side is being built) the stand-in of tests/e2e/dashdev.py before it."""
-    if os.environ.get("TRAWLER_DASH_DEV") == "1":
-        from tests.e2e import dashdev
-
-        return dashdev.start(serve.base)
-    return serve.base
 
 
 @dataclass

@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from tests.e2e.api_server import ServeProcess, crawl_scripted_site, start_serve
-from tests.e2e.browser import dashboard_base
 from tests.e2e.conftest import Served, start_testsite
 
 
@@ -24,11 +23,11 @@ def dashboard_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
 
 
 @pytest.fixture(scope="module", name="live")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProcess, str]]:
-    """A server with no job yet that may crawl loopback, and where the browser goes."""
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """A server with no job yet that may crawl loopback."""
     tmp = tmp_path_factory.mktemp("dash-live")
     served = start_serve(tmp / "data", tmp / "serve.log", "--allow-private")
-    yield served, dashboard_base(served)
+    yield served
     served.stop()
     assert "Traceback" not in served.log()
 
@@ -36,12 +35,13 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
 @pytest.fixture(scope="module", name="finished")
 def finished_server(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ServeProcess, str, str]]:
-    """A server of a finished crawl of the scripted site (robots.txt: Disallow: /private)."""
+) -> Iterator[tuple[ServeProcess, str]]:
+    """A server of a finished crawl of the scripted site (robots.txt: Disallow: /private),
+    and the site's base URL."""
     tmp = tmp_path_factory.mktemp("dash-finished")
     data, site_base = crawl_scripted_site(tmp)
     served = start_serve(data, tmp / "serve.log", "--max-running-jobs", "0")
-    yield served, dashboard_base(served), site_base
+    yield served, site_base
     served.stop()
 
 

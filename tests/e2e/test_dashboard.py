@@ -14,7 +14,6 @@ from tests.e2e.browser import (
     ROUTES,
     WAIT_MS,
     chromium_browser,  # noqa: F401  (the fixture `browser`)
-    dashboard_base,
     expect_live,
     number,
     open_dashboard,
@@ -31,10 +30,9 @@ from tests.e2e.dashboard_servers import (  # noqa: F401  (the fixtures finished,
 from tests.e2e.serve_dist import wait_until
 
 
-def test_every_view_loads_live_without_console_errors(
-    browser: Browser, live: tuple[ServeProcess, str]
-) -> None:
-    serve, base = live
+def test_every_view_loads_live_without_console_errors(browser: Browser, live: ServeProcess) -> None:
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token)
     expect_live(page)
     for route in ROUTES:
@@ -47,9 +45,10 @@ def test_every_view_loads_live_without_console_errors(
 
 
 def test_the_numbers_move_while_a_job_runs(
-    browser: Browser, live: tuple[ServeProcess, str], site: Served
+    browser: Browser, live: ServeProcess, site: Served
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token)
     expect_live(page)
     with serve.client() as client:
@@ -100,9 +99,10 @@ def _row(page: Page, job_id: str):  # noqa: ANN202  (a Locator)
 
 
 def test_create_pause_resume_and_cancel_from_the_page(
-    browser: Browser, live: tuple[ServeProcess, str], site: Served
+    browser: Browser, live: ServeProcess, site: Served
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="jobs")
     before = {job["id"] for job in jobs_now(serve)}
     page.fill("#job-form [name=seeds]", "\n".join(site.seeds))
@@ -129,9 +129,10 @@ def test_create_pause_resume_and_cancel_from_the_page(
 
 
 def test_the_form_checks_as_the_api_does_and_shows_its_error(
-    browser: Browser, live: tuple[ServeProcess, str]
+    browser: Browser, live: ServeProcess
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="jobs")
     error = page.locator("[data-testid=form-error]")
     page.fill("#job-form [name=seeds]", "ftp://example.com/")
@@ -153,9 +154,10 @@ def test_the_form_checks_as_the_api_does_and_shows_its_error(
 
 
 def test_search_finds_the_page_and_links_to_the_url_view(
-    browser: Browser, finished: tuple[ServeProcess, str, str]
+    browser: Browser, finished: tuple[ServeProcess, str]
 ) -> None:
-    serve, base, site_base = finished
+    serve, site_base = finished
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="search")
     page.fill("#search-q", "harbour")
     page.press("#search-q", "Enter")
@@ -174,9 +176,10 @@ def test_search_finds_the_page_and_links_to_the_url_view(
 
 
 def test_the_url_analyser_shows_the_deciding_robots_rule(
-    browser: Browser, finished: tuple[ServeProcess, str, str]
+    browser: Browser, finished: tuple[ServeProcess, str]
 ) -> None:
-    serve, base, site_base = finished
+    serve, site_base = finished
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="urls")
     page.fill("#url-input", f"{site_base}/private/x")
     page.press("#url-input", "Enter")
@@ -192,9 +195,10 @@ def test_the_url_analyser_shows_the_deciding_robots_rule(
 
 
 def test_the_errors_feed_filters_by_code_and_host(
-    browser: Browser, finished: tuple[ServeProcess, str, str]
+    browser: Browser, finished: tuple[ServeProcess, str]
 ) -> None:
-    serve, base, site_base = finished
+    serve, site_base = finished
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="errors")
     rows = page.locator("[data-testid=errors-feed] tbody tr")
     expect(rows).to_have_count(2, timeout=WAIT_MS)  # the 404 and the 500
@@ -211,8 +215,9 @@ def test_the_errors_feed_filters_by_code_and_host(
     page.context.close()
 
 
-def test_hosts_and_the_host_page(browser: Browser, finished: tuple[ServeProcess, str, str]) -> None:
-    serve, base, site_base = finished
+def test_hosts_and_the_host_page(browser: Browser, finished: tuple[ServeProcess, str]) -> None:
+    serve, site_base = finished
+    base = serve.base
     host = site_base.split("//")[1]
     page, console = open_dashboard(browser, base, serve.token, route="hosts")
     for testid in ("hosts-busiest", "hosts-slowest", "hosts-failing"):
@@ -229,9 +234,10 @@ def test_hosts_and_the_host_page(browser: Browser, finished: tuple[ServeProcess,
 
 
 def test_the_admin_view_edits_the_blocklist_and_politeness(
-    browser: Browser, live: tuple[ServeProcess, str]
+    browser: Browser, live: ServeProcess
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, route="admin")
     page.fill("#block-domain", "blocked.example")
     page.fill("#block-reason", "a test")
@@ -255,9 +261,10 @@ def test_the_admin_view_edits_the_blocklist_and_politeness(
 
 
 def test_a_wrong_token_is_asked_again_and_the_right_one_kept(
-    browser: Browser, live: tuple[ServeProcess, str]
+    browser: Browser, live: ServeProcess
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, "not-the-token")
     expect(page.locator("#token-why")).to_contain_text("refused", timeout=WAIT_MS)
     expect(page.locator("[data-testid=live-status]")).to_have_text("offline")
@@ -271,10 +278,9 @@ def test_a_wrong_token_is_asked_again_and_the_right_one_kept(
     page.context.close()
 
 
-def test_sse_parser_joins_events_split_across_chunks(
-    browser: Browser, live: tuple[ServeProcess, str]
-) -> None:
-    serve, base = live
+def test_sse_parser_joins_events_split_across_chunks(browser: Browser, live: ServeProcess) -> None:
+    serve = live
+    base = serve.base
     page, _ = open_dashboard(browser, base, serve.token)
     got = page.evaluate("""async () => {
         const { parseEvents } = await import('/static/js/live.js');
@@ -292,7 +298,7 @@ def test_sse_parser_joins_events_split_across_chunks(
 def test_the_stream_reconnects_when_the_server_comes_back(browser: Browser, tmp_path: Path) -> None:
     first = start_serve(tmp_path / "data", tmp_path / "serve1.log", token="a-test-token-1")
     port = first.base.rsplit(":", 1)[1]
-    base = dashboard_base(first)
+    base = first.base
     page, console = open_dashboard(browser, base, first.token)
     status = page.locator("[data-testid=live-status]")
     expect_live(page)
@@ -310,9 +316,10 @@ def test_the_stream_reconnects_when_the_server_comes_back(browser: Browser, tmp_
 
 
 def test_the_exports_download_with_the_token(
-    browser: Browser, finished: tuple[ServeProcess, str, str], tmp_path: Path
+    browser: Browser, finished: tuple[ServeProcess, str], tmp_path: Path
 ) -> None:
-    serve, base, _ = finished
+    serve = finished[0]
+    base = serve.base
     job_id = jobs_now(serve)[0]["id"]
     page, console = open_dashboard(browser, base, serve.token, route="jobs", accept_downloads=True)
     row = _row(page, job_id)

@@ -47,9 +47,10 @@ def _assert_no_page_scroll(page: Page) -> None:
 
 
 def test_a_phone_has_no_page_level_horizontal_scroll(
-    browser: Browser, finished: tuple[ServeProcess, str, str]
+    browser: Browser, finished: tuple[ServeProcess, str]
 ) -> None:
-    serve, base, site_base = finished
+    serve, site_base = finished
+    base = serve.base
     phone = {"viewport": {"width": PHONE_WIDTH, "height": 844}, "device_scale_factor": 2,
              "is_mobile": True, "has_touch": True}  # fmt: skip
     page, console = open_dashboard(browser, base, serve.token, **phone)
@@ -86,9 +87,10 @@ def _contrast(page: Page, selector: str) -> float:
 
 
 def test_the_theme_follows_the_system_and_toggles_with_readable_contrast(
-    browser: Browser, live: tuple[ServeProcess, str]
+    browser: Browser, live: ServeProcess
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token, color_scheme="dark")
     html = page.locator("html")
     expect(html).to_have_attribute("data-theme", "dark", timeout=WAIT_MS)
@@ -118,9 +120,10 @@ def _tab_to(page: Page, selector: str, presses: int = 60) -> None:
 
 
 def test_the_nav_and_the_create_form_work_by_keyboard(
-    browser: Browser, live: tuple[ServeProcess, str], site: Served
+    browser: Browser, live: ServeProcess, site: Served
 ) -> None:
-    serve, base = live
+    serve = live
+    base = serve.base
     page, console = open_dashboard(browser, base, serve.token)
     expect_live(page)
     page.keyboard.press("Tab")

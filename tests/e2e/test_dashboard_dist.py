@@ -10,7 +10,6 @@ from playwright.sync_api import Browser, expect
 from tests.e2e.browser import (
     WAIT_MS,
     chromium_browser,  # noqa: F401  (the fixture `browser`)
-    dashboard_base,
     expect_live,
     open_dashboard,
 )
@@ -30,7 +29,7 @@ def test_the_dashboard_over_the_distributed_backend(
     try:
         with serve.client() as client:
             job_id = create_job(client, site, delay=0.2)
-        page, console = open_dashboard(browser, dashboard_base(serve), serve.token, "workers")
+        page, console = open_dashboard(browser, serve.base, serve.token, "workers")
         expect_live(page)
         for worker_id in ("w0", "w1"):
             row = page.locator(f"table[data-testid=workers-table] tr[data-worker-id={worker_id}]")
@@ -59,7 +58,7 @@ def test_a_store_outage_is_shown_and_clears_when_the_store_is_back(
     redis = start_redis(tmp_path / "redis")
     serve = start_dist_serve(tmp_path, redis.url, fresh_postgres_url)
     try:
-        page, console = open_dashboard(browser, dashboard_base(serve), serve.token)
+        page, console = open_dashboard(browser, serve.base, serve.token)
         expect_live(page)
         problem = page.locator("#live-problem")
         expect(problem).to_be_hidden()
