@@ -4,7 +4,6 @@ scripted site (its robots.txt disallows /private)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -54,14 +53,8 @@ def create_job(client: httpx.Client, site: Served, **options: object) -> str:
 
 
 def jobs_now(serve: ServeProcess) -> list[dict]:
-    """The server's jobs. A 503 is asked again (a few times): a job's database read
-    while it is being created can lack tables for an instant (reported separately)."""
     with serve.client() as client:
-        for _ in range(20):
-            answer = client.get("/api/v1/jobs")
-            if answer.status_code != 503:
-                break
-            time.sleep(0.1)
+        answer = client.get("/api/v1/jobs")
     assert answer.status_code == 200, answer.text
     return list(answer.json()["jobs"])
 

@@ -155,13 +155,18 @@ CORE_TABLES = frozenset({"jobs", "urls", "pages"})
 def _check_ours(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
     """Refuse a file that is not a database, or another program's database: reading
     it would fail half-way, and writing would add our tables to someone else's data.
-    A writer completes a schema of ours that a kill cut short."""
+    A writer completes a schema of ours that a kill cut short. To a reader, a file
+    with no table yet is no crawl data yet (FileNotFoundError): the schema comes in
+    one transaction, so a reader sees all of it or none."""
     try:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise NotTrawlerData(f"{path} is not a Trawler database ({exc})") from None
     names = {row[0] for row in rows}
+    if readonly and not names:  # a crawl's first connection, before its schema
+        conn.close()
+        raise FileNotFoundError(f"no crawl data in {path.parent} yet ({path.name} has no tables)")
     missing = CORE_TABLES - names
     if missing and (readonly or names and missing == CORE_TABLES):
         conn.close()
@@ -192,7 +197,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     _migrate_urls(conn)
-    conn.executescript(SCHEMA)
+    conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")  # one transaction: the WAL holds one copy
     ensure_search_schema(conn)
     _add_page_kinds(conn)
     conn.commit()
