@@ -1,7 +1,8 @@
 """Session-wide servers for the distributed tests (see tests/servers.py).
 
-Each server starts on first use, once per test session, and is skipped with
-the reason only when its binaries are missing and cannot be installed.
+Each server starts on first use, once per test session. When its binaries are
+missing and cannot be installed, its tests are skipped with the reason, or fail
+in CI (``CI`` set: tests/servers.py ``unavailable``).
 Tests that kill a session server must restart it (``redis_server.restart()``);
 tests that want one of their own call ``start_redis`` / ``start_postgres``.
 """
@@ -21,6 +22,7 @@ from tests.servers import (
     ServerUnavailable,
     start_postgres,
     start_redis,
+    unavailable,
 )
 
 
@@ -31,7 +33,7 @@ def redis_server() -> Iterator[RedisServer]:
         server = start_redis(tmp)
     except ServerUnavailable as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        pytest.skip(f"redis-server unavailable: {exc}")
+        unavailable("redis-server", exc)
     yield server
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
@@ -46,7 +48,7 @@ def _postgres_or_skip() -> PostgresServer:
     try:
         return start_postgres()
     except ServerUnavailable as exc:
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
+        unavailable("PostgreSQL", exc)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 log = logging.getLogger("tests.servers")
 
@@ -36,6 +39,16 @@ PG_USER = "postgres"  # initdb and postgres refuse to run as root
 
 class ServerUnavailable(RuntimeError):
     """The server's binaries are missing and cannot be installed here."""
+
+
+def unavailable(what: str, exc: Exception) -> NoReturn:
+    """Skip the tests needing ``what`` on a developer's machine that cannot have it;
+    in CI (``CI`` set) fail them instead: a suite that skips its distributed or
+    browser tests there would pass without testing them."""
+    reason = f"{what} unavailable: {exc}"
+    if os.environ.get("CI"):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from tests.servers import ServerUnavailable, apt_install
+from tests.servers import ServerUnavailable, apt_install, unavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 WAIT_MS = 15_000  # the machine is loaded: generous, never a sleep
@@ -59,7 +59,7 @@ def chromium_browser() -> Iterator[Browser]:
     try:
         executable = chromium()
     except ServerUnavailable as exc:
-        pytest.skip(f"chromium unavailable: {exc}")
+        unavailable("chromium", exc)
     args = ["--no-sandbox"] if os.geteuid() == 0 else []  # chromium's sandbox refuses root
     with sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=str(executable), args=args)

@@ -147,6 +147,10 @@ def test_hosts_show_interval_back_off_and_robots(served: Served) -> None:
     for host in (a, b, c):  # the host page says the same
         report = get(served, f"/api/v1/hosts/{host}", job=served.job_id)
         assert report["interval_s"] == pytest.approx(rows[host]["interval_s"]), host
+    # The host page has the file itself where the store keeps it (not in PostgreSQL).
+    (robots,) = get(served, f"/api/v1/hosts/{b}", job=served.job_id)["robots"]
+    kept = served.backend == "embedded"
+    assert robots["text"] == ("User-agent: *\nCrawl-delay: 0.2\n" if kept else None)
 
 
 def test_errors_filter_by_code_and_host(served: Served) -> None:

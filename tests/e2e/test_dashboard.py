@@ -226,6 +226,7 @@ def test_hosts_and_the_host_page(browser: Browser, finished: tuple[ServeProcess,
     page.locator(f"[data-testid=hosts-busiest] tr[data-host='{host}'] a").click()
     expect(page.locator("[data-testid=host-robots]")).to_contain_text(f"{site_base}/robots.txt",
                                                                       timeout=WAIT_MS)  # fmt: skip
+    expect(page.locator("[data-testid=robots-text]")).to_contain_text("Disallow: /private")
     fetches = page.locator("[data-testid=host-fetches] tbody tr")
     expect(fetches.first).to_contain_text(site_base, timeout=WAIT_MS)
     assert fetches.count() >= 4

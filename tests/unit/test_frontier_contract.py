@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import RedisServer, ServerUnavailable, start_redis
+from tests.servers import RedisServer, ServerUnavailable, start_redis, unavailable
 from trawler.dedup import url_fingerprint
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
@@ -275,7 +275,7 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     try:
         server = start_redis(tmp_path / "redis")
     except ServerUnavailable as exc:
-        pytest.skip(f"redis-server unavailable: {exc}")
+        unavailable("redis-server", exc)
     yield server
     server.kill()
 

@@ -243,6 +243,10 @@ class HostRobots(BaseModel):
     error: str | None
     crawl_delay: float | None
     fetched_at: float
+    # The file as fetched (UTF-8, bad bytes replaced; at most its first 512 KiB, all a
+    # robots.txt fetch keeps). Null where the store keeps no body
+    # (Redis + PostgreSQL: robots.txt bodies are in the workers' WARC files only).
+    text: str | None = None
 
 
 class HostReport(HostNumbers):

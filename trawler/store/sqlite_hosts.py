@@ -141,7 +141,8 @@ def host_report(conn: sqlite3.Connection, host: str, config: CrawlConfig) -> dic
 
 
 def _host_robots(conn: sqlite3.Connection, host: str, token: str) -> list[dict]:
-    """Each kept robots.txt of the host (one per scheme): status, Crawl-delay, fetch time."""
+    """Each kept robots.txt of the host (one per scheme): status, Crawl-delay, fetch
+    time, and the file itself."""
     rows = conn.execute(
         "SELECT site, status, error, body, fetched_at FROM robots WHERE site IN (?, ?)"
         " ORDER BY fetched_at DESC",
@@ -151,6 +152,8 @@ def _host_robots(conn: sqlite3.Connection, host: str, token: str) -> list[dict]:
     for site, status, error, body, fetched_at in rows:
         result = FetchResult("", "", status=status, error=error, body=bytes(body))
         rules = entry_from_fetch(result, token, 0.0, None).rules
+        text = None if body is None else bytes(body).decode("utf-8", "replace")
         kept.append({"robots_url": site + "/robots.txt", "status": status, "error": error,
-                     "crawl_delay": rules.crawl_delay, "fetched_at": fetched_at})  # fmt: skip
+                     "crawl_delay": rules.crawl_delay, "fetched_at": fetched_at,
+                     "text": text})  # fmt: skip
     return kept

@@ -21,7 +21,9 @@ function robotsList(robots) {
       h('dt', {}, 'robots.txt'), h('dd', { class: 'url' }, one.robots_url),
       h('dt', {}, 'Answer'), h('dd', {}, one.error ? `error: ${one.error}` : num(one.status)),
       h('dt', {}, 'Crawl-delay'), h('dd', {}, one.crawl_delay === null ? 'none' : `${one.crawl_delay} s`),
-      h('dt', {}, 'Fetched'), h('dd', {}, timeEl(one.fetched_at))))));
+      h('dt', {}, 'Fetched'), h('dd', {}, timeEl(one.fetched_at))),
+    one.text === null || one.text === undefined ? null
+      : h('pre', { class: 'robots-text', 'data-testid': 'robots-text' }, one.text))));
 }
 
 export function mountHost(ctx, host, jobParam) {
