@@ -213,15 +213,17 @@ def host_robots(conn: psycopg.Connection, job_id: str, host: str) -> list[dict]:
 
 def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
     """Throughput over the last 10 s, 1 and 5 minutes, the last hour's fetches and
-    failures, storage, and the URLs visited (the queue's pending count: Redis)."""
+    failures, storage, and the URLs visited (the queue's pending count: Redis). The
+    windows read the last hour of the index by fetch time; the totals are kept."""
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
-        " count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
-        f" count(*) FILTER (WHERE fetched_at >= %s AND {FAILED}),"
-        " count(*), coalesce(sum(content_length), 0) FROM pages WHERE job_id = %s",
-        (now - 10, now - 60, now - 300, now - 3600, now - 3600, job_id),
+        " count(*) FILTER (WHERE fetched_at >= %s), count(*),"
+        f" count(*) FILTER (WHERE {FAILED})"
+        " FROM pages WHERE job_id = %s AND fetched_at >= %s",
+        (now - 10, now - 60, now - 300, job_id, now - 3600),
     ).fetchone()  # fmt: skip
-    last10, last60, last300, hour, failed, pages, size = row or (0,) * 7
+    last10, last60, last300, hour, failed = row or (0,) * 5
+    pages, size, _failed = page_totals(conn, job_id)
     return {
         "throughput": {"now": round(last10 / 10, 3), "last_1m": round(last60 / 60, 3),
                        "last_5m": round(last300 / 300, 3)},
@@ -229,6 +231,14 @@ def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
         "storage": {"pages": int(pages), "bytes": int(size)},
         "queue": {"pending": 0, "visited": int(pages)},
     }  # fmt: skip
+
+
+def page_totals(conn: psycopg.Connection, job_id: str) -> tuple[int, int, int]:
+    """(pages, body bytes, failed fetches) of the job: kept by a trigger (pgschema.py)."""
+    row = conn.execute(
+        "SELECT pages, bytes, failed FROM page_totals WHERE job_id = %s", (job_id,)
+    ).fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row is not None else (0, 0, 0)
 
 
 def per_second(conn: psycopg.Connection, job_id: str, start: float, end: float) -> list[tuple]:
@@ -283,8 +293,8 @@ def fetch_durations(
 def job_numbers(conn: psycopg.Connection, job_ids: list[str]) -> dict[str, tuple]:
     """job -> (pages crawled, errors, pages a second over the last minute of fetching)."""
     rows = conn.execute(
-        f"SELECT job_id, count(*), count(*) FILTER (WHERE {FAILED}), max(fetched_at)"
-        " FROM pages WHERE job_id = ANY(%s) GROUP BY job_id",
+        "SELECT job_id, pages, failed, (SELECT max(fetched_at) FROM pages p"
+        " WHERE p.job_id = t.job_id) FROM page_totals t WHERE job_id = ANY(%s) AND pages > 0",
         (job_ids,),
     ).fetchall()
     found = {}
