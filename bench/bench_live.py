@@ -49,11 +49,11 @@ def host_of(i: int) -> str:
     return f"h{i % HOSTS}.example"
 
 
-def page_rows(pages: int, now: float) -> Iterator[tuple]:
+def page_rows(pages: int, now: float, start: int = 0) -> Iterator[tuple]:
     """Pages in commit order (PAGE_COLUMNS), fetched at PACE a second up to ``now``;
     a little jitter: fetches end out of their start order."""
-    first = now - pages / PACE
-    for i in range(pages):
+    first = now - (start + pages) / PACE
+    for i in range(start, start + pages):
         host = host_of(i)
         failed = i % 50 == 7
         values = {
@@ -126,7 +126,60 @@ async def distributed_job(redis_url: str, postgres_url: str, pages: int) -> JobS
     return service
 
 
-# -- the timings --------------------------------------------------------------------------
+# -- the write path -----------------------------------------------------------------------
+
+_DASHBOARDS = (
+    "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index')"
+    " AND (name LIKE 'page_totals%' OR name LIKE 'urls_visited%'"
+    " OR name IN ('pages_fetched', 'pages_failed'))"
+)
+
+
+def write_cost(data: Path, pages: int, batch: int) -> dict[str, tuple[float, float]]:
+    """µs a page (wall, CPU) of committing ``pages`` more pages in transactions of
+    ``batch``, each acknowledging the page's URL (queued -> done) as the crawl's commit
+    does: on the job's database as it is, then without the dashboard's triggers and
+    indexes (dropped: the database is this run's own)."""
+    from trawler.records import PageRecord
+    from trawler.store.sqlite import DONE, SqliteStore, connect
+
+    found = {}
+    for case, first in (("with", 10_000_000), ("without", 20_000_000)):
+        conn = connect(data)
+        if case == "without":
+            for kind, name in conn.execute(_DASHBOARDS).fetchall():
+                conn.execute(f"DROP {kind} {name}")
+            conn.commit()
+        keys = [(host_of(i), i) for i in range(first, first + pages)]
+        with conn:
+            conn.executemany(
+                "INSERT INTO urls (host, depth, seq, fp, url) VALUES (?, 1, ?, ?, ?)",
+                [(host, i, i, f"http://{host}/p/{i}") for host, i in keys],
+            )
+        records = [PageRecord(*row) for row in page_rows(pages, time.time(), first)]
+        wall = cpu = 0.0
+        for start in range(0, pages, batch):
+            began, began_cpu = time.perf_counter(), time.process_time()
+            conn.execute("BEGIN")
+            SqliteStore(conn).insert_pages(records[start : start + batch])
+            conn.executemany(
+                f"UPDATE urls SET state = {DONE} WHERE host = ? AND depth = 1 AND seq = ?",
+                keys[start : start + batch],
+            )
+            conn.commit()
+            wall += time.perf_counter() - began
+            cpu += time.process_time() - began_cpu
+        conn.close()
+        found[case] = (round(wall / pages * 1e6, 1), round(cpu / pages * 1e6, 1))
+    return found
+
+
+def store_dir(data: Path) -> Path:
+    """The one job's directory in ``data``."""
+    return next(path.parent for path in (data / "jobs").glob("*/trawler.db"))
+
+
+# -- the timings ---------------------------------------------------------------------------
 
 
 async def timed(read: Callable[[], Awaitable[object]], runs: int) -> tuple[float, float]:
@@ -176,6 +229,14 @@ async def main(args: argparse.Namespace) -> None:
             service = await embedded_job(Path(data), args.pages)
             print(f"embedded: {args.pages} pages stored in {time.monotonic() - started:.1f} s")
             await measure("embedded", service, args.runs)
+            if args.write_pages:
+                job = store_dir(Path(data))
+                for case, (wall, cpu) in write_cost(job, args.write_pages, 100).items():
+                    print(
+                        f"embedded     commit of 100 pages, {case} the dashboard's triggers"
+                        f" and indexes: {wall} µs a page ({cpu} CPU)",
+                        flush=True,
+                    )
     if args.backend in ("postgres", "both"):
         tmp = Path(tempfile.mkdtemp(prefix="bench-live-redis-"))
         redis, postgres = start_redis(tmp, appendonly=False), start_postgres()
@@ -197,5 +258,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--write-pages",
+        type=int,
+        default=0,
+        help="then time committing this many more pages (embedded)",
+    )
     parser.add_argument("--backend", choices=("embedded", "postgres", "both"), default="both")
     asyncio.run(main(parser.parse_args()))
