@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from trawler.config import CrawlConfig
+from trawler.jobs.layout import job_numbers
 from trawler.records import PageRecord
 from trawler.store import sqlite_read, sqlite_totals
 from trawler.store.sqlite import DONE, QUEUED, SKIPPED, SqliteStore, connect
@@ -139,6 +140,8 @@ def test_an_older_data_dir_is_counted_once_when_a_writer_opens_it(tmp_path: Path
     reader = connect(tmp_path, readonly=True)
     assert sqlite_totals.totals(reader) is None  # not migrated: the reads count
     before = (sqlite_read.job_counts(reader), sqlite_read.activity(reader, NOW))
+    numbers = counted(reader)
+    assert job_numbers(tmp_path) == (numbers["pages"], 0, numbers["failed"])
     reader.close()
     writer = connect(tmp_path)
     assert sqlite_totals.totals(writer) == counted(writer)
@@ -152,3 +155,4 @@ def test_an_older_data_dir_is_counted_once_when_a_writer_opens_it(tmp_path: Path
     assert counts["errors"] == before[0]["errors"] + 1
     assert activity["queue"] == before[1]["queue"]
     assert activity["storage"]["pages"] == before[1]["storage"]["pages"] + 1
+    assert job_numbers(tmp_path) == (numbers["pages"] + 1, 0, numbers["failed"] + 1)
