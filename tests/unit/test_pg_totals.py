@@ -33,7 +33,7 @@ def page(i: int, **changes: object) -> PageRecord:
         url=f"http://a.test/{i}", final_url=f"http://a.test/{i}", status=200,
         content_type="text/html", content_length=1000 + i, depth=1, parent_url=None,
         title=None, description=None, keywords=None, text="words", links_count=0,
-        content_sha256=None, fetched_at=1_700_000_000.0 + i, fetch_duration_s=0.1,
+        content_sha256=None, fetched_at=1_700_000_000.0 + i * 0.75, fetch_duration_s=0.1,
         error=None, host="a.test",
     )  # fmt: skip
     return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
@@ -46,8 +46,20 @@ def some_pages(start: int) -> list[PageRecord]:
     return pages + [page(start + 90, content_length=None, error="http_5xx")]
 
 
+SINCE = (0.0, 1_700_000_000.0, 1_700_000_030.0, 1_700_000_030.5, 1_700_000_059.999,
+         1_700_000_060.0, 1_700_000_089.0, 1_700_001_000.0)  # fmt: skip
+
+
 def totals_and_counts(url: str, job_id: str) -> tuple[tuple, tuple]:
+    """(kept, counted) totals; and for every SINCE, the kept hour's numbers are counting's."""
     with psycopg.connect(url) as conn:
+        for since in SINCE:
+            counted = conn.execute(
+                f"SELECT count(*), count(*) FILTER (WHERE {postgres_read.FAILED}) FROM pages"
+                " WHERE job_id = %s AND fetched_at >= %s",
+                (job_id, since),
+            ).fetchone()
+            assert postgres_read.hour_counts(conn, job_id, since) == counted, since
         return postgres_read.page_totals(conn, job_id), conn.execute(COUNTED, (job_id,)).fetchone()
 
 
@@ -62,8 +74,10 @@ async def test_totals_are_what_counting_says(store: PostgresStore, fresh_postgre
     with psycopg.connect(fresh_postgres_url) as conn:  # a repair, a COPY
         conn.execute("DELETE FROM pages WHERE job_id = %s AND url LIKE %s", (one, "%/1%"))
         conn.execute("UPDATE pages SET error = 'timeout' WHERE job_id = %s AND id %% 2 = 0", (one,))
-        with conn.cursor().copy("COPY pages (job_id, url, content_length) FROM STDIN") as copy:
-            copy.write_row((one, "http://a.test/copied", 77))
+        columns = "job_id, url, content_length, fetched_at"
+        with conn.cursor().copy(f"COPY pages ({columns}) FROM STDIN") as copy:
+            copy.write_row((one, "http://a.test/copied", 77, None))  # no fetch time
+            copy.write_row((one, "http://a.test/later", 7, 1_800_000_000.0))
     kept, counted = totals_and_counts(fresh_postgres_url, one)
     assert kept == counted and kept[0] < 182
     kept, counted = totals_and_counts(fresh_postgres_url, two)
@@ -81,7 +95,7 @@ def _as_version_6(url: str) -> None:
     """Undo migration 7: a database of the version before."""
     with psycopg.connect(url) as conn:
         conn.execute(
-            "DROP TABLE page_totals; DROP FUNCTION page_totals_keep CASCADE;"
+            "DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
             " DROP INDEX pages_job_fetched, pages_job_failed;"
             " DELETE FROM schema_version WHERE version = 7"
         )

@@ -214,15 +214,15 @@ def host_robots(conn: psycopg.Connection, job_id: str, host: str) -> list[dict]:
 def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
     """Throughput over the last 10 s, 1 and 5 minutes, the last hour's fetches and
     failures, storage, and the URLs visited (the queue's pending count: Redis). The
-    windows read the last hour of the index by fetch time; the totals are kept."""
+    short windows read the index by fetch time; the hour, ``hour_counts``; the totals
+    are kept."""
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
-        " count(*) FILTER (WHERE fetched_at >= %s), count(*),"
-        f" count(*) FILTER (WHERE {FAILED})"
-        " FROM pages WHERE job_id = %s AND fetched_at >= %s",
-        (now - 10, now - 60, now - 300, job_id, now - 3600),
+        " count(*) FROM pages WHERE job_id = %s AND fetched_at >= %s",
+        (now - 10, now - 60, job_id, now - 300),
     ).fetchone()  # fmt: skip
-    last10, last60, last300, hour, failed = row or (0,) * 5
+    last10, last60, last300 = row or (0,) * 3
+    hour, failed = hour_counts(conn, job_id, now - 3600)
     pages, size, _failed = page_totals(conn, job_id)
     return {
         "throughput": {"now": round(last10 / 10, 3), "last_1m": round(last60 / 60, 3),
@@ -231,6 +231,27 @@ def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
         "storage": {"pages": int(pages), "bytes": int(size)},
         "queue": {"pending": 0, "visited": int(pages)},
     }  # fmt: skip
+
+
+def hour_counts(conn: psycopg.Connection, job_id: str, since: float) -> tuple[int, int]:
+    """(pages, failed) fetched at or after ``since``: the kept minutes after since's
+    minute m (page_minutes, pgschema.py), and the pages of minute m itself at or after
+    ``since`` (the index by fetch time, under a minute of it). Exact: floor(f / 60) is
+    monotonic in f, so a page at or after ``since`` is in minute m or a later one, and
+    a page of a later minute is at or after ``since``."""
+    row = conn.execute(
+        "SELECT coalesce(sum(pages), 0), coalesce(sum(failed), 0) FROM page_minutes"
+        " WHERE job_id = %s AND minute > floor(%s::float8 / 60)",
+        (job_id, since),
+    ).fetchone()
+    edge = conn.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {FAILED}) FROM pages WHERE job_id = %s"
+        " AND fetched_at >= %s AND fetched_at < (floor(%s::float8 / 60) + 2) * 60"
+        " AND floor(fetched_at / 60) = floor(%s::float8 / 60)",
+        (job_id, since, since, since),
+    ).fetchone()
+    assert row is not None and edge is not None
+    return int(row[0]) + int(edge[0]), int(row[1]) + int(edge[1])
 
 
 def page_totals(conn: psycopg.Connection, job_id: str) -> tuple[int, int, int]:
