@@ -82,6 +82,10 @@ async def test_totals_are_what_counting_says(store: PostgresStore, fresh_postgre
     assert kept == counted and kept[0] < 182
     kept, counted = totals_and_counts(fresh_postgres_url, two)
     assert kept == counted and (kept[0], kept[2]) == (91, 21)
+    with psycopg.connect(fresh_postgres_url) as conn:  # the live feed's: no counts
+        latest, counts = postgres_read.error_rows(conn, two, 10)
+        assert len(latest) == 10 and sum(counts.values()) == 21
+        assert postgres_read.error_rows(conn, two, 10, counted=False) == (latest, {})
 
 
 async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres_url: str) -> None:

@@ -116,6 +116,9 @@ def test_the_snapshots_reads_scan_no_table(tmp_path: Path) -> None:
     conn.set_trace_callback(None)
     assert len(statements) > 10
     assert _scans(conn, statements) == []
+    latest, counts = sqlite_read.error_rows(conn, 100)
+    assert len(latest) == sum(counts.values()) == 69  # the feed's: no counts
+    assert sqlite_read.error_rows(conn, 100, counted=False) == (latest, {})
 
 
 def _as_older_version(data: Path) -> None:

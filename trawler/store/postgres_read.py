@@ -87,10 +87,11 @@ def page_rows(
 
 def error_rows(
     conn: psycopg.Connection, job_id: str, limit: int, code: str | None = None,
-    host: str | None = None,
+    host: str | None = None, counted: bool = True,
 ) -> tuple[list[dict], dict]:  # fmt: skip
     """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
-    newest first, and the count of each error code over the whole job."""
+    newest first, and the count of each error code over the whole job (none unless
+    ``counted``)."""
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     where, args = f"job_id = %s AND {FAILED}", [job_id]
     for sql, value in (("error = %s", code), ("host = %s", host)):
@@ -102,6 +103,8 @@ def error_rows(
         (*args, limit),
     )
     latest = [dict(zip(names, row, strict=True)) for row in cursor]
+    if not counted:
+        return latest, {}
     counts = conn.execute(
         f"SELECT error, count(*) FROM pages WHERE job_id = %s AND {FAILED}"
         " GROUP BY 1 ORDER BY 2 DESC, 1",

@@ -143,10 +143,12 @@ def page_rows(
 
 
 def error_rows(
-    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None
-) -> tuple[list[dict], dict[str, int]]:
+    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None,
+    counted: bool = True,
+) -> tuple[list[dict], dict[str, int]]:  # fmt: skip
     """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
-    newest first, and the count of each error code over the whole job."""
+    newest first, and the count of each error code over the whole job (none unless
+    ``counted``)."""
     where, args = FAILED, []
     for sql, value in (("error = ?", code), ("host = ?", host)):
         if value is not None:
@@ -159,6 +161,8 @@ def error_rows(
     )
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     latest = [dict(zip(names, row, strict=True)) for row in rows]
+    if not counted:
+        return latest, {}
     counts = conn.execute(
         f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
     )
