@@ -128,7 +128,7 @@ def _as_older_version(data: Path) -> None:
         "SELECT type, name FROM sqlite_master WHERE name LIKE 'page_totals%'"
         " OR name LIKE 'urls_visited%' OR name IN ('pages_fetched', 'pages_failed')"
     ).fetchall()
-    assert len(names) == 9
+    assert len(names) == 8
     for kind, name in names:
         if kind != "table":
             conn.execute(f"DROP {kind} {name}")
