@@ -193,7 +193,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     _migrate_urls(conn)
-    conn.executescript(SCHEMA)
+    conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")  # one transaction: the WAL holds one copy
     ensure_search_schema(conn)
     _add_page_kinds(conn)
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
