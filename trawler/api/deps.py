@@ -67,10 +67,10 @@ class JobReader(Protocol):
         match in all."""
 
     def errors(
-        self, limit: int, code: str | None = None, host: str | None = None
+        self, limit: int, code: str | None = None, host: str | None = None, counted: bool = True
     ) -> tuple[list[dict], dict[str, int]]:
         """The latest failed fetches (of that error code, that host), newest first; the
-        count of each error code over the whole job."""
+        count of each error code over the whole job (none unless ``counted``)."""
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None

@@ -111,9 +111,10 @@ class LiveEvents:
             for queue in list(self._listeners):
                 _offer(queue, event)
             took = loop.time() - started
-            # A snapshot slower than half the interval (a big job: the reads scan its
-            # pages) is followed by as long a rest: the stream slows down rather than
-            # keep a thread reading without pause beside the crawl.
+            # A snapshot slower than half the interval (many jobs, a loaded machine; a
+            # job of 1 M pages takes under 0.1 s: bench/bench_live.py) is followed by as
+            # long a rest: the stream slows down rather than keep a thread reading
+            # without pause beside the crawl.
             await asyncio.sleep(max(self.interval_s - took, took))
         log.debug("live events: no listener left")
 

@@ -87,11 +87,11 @@ class PostgresJobReader:
         return pg.page_rows(self.conn, self.job_id, wanted, offset, limit, newest_first)
 
     def errors(
-        self, limit: int, code: str | None = None, host: str | None = None
+        self, limit: int, code: str | None = None, host: str | None = None, counted: bool = True
     ) -> tuple[list[dict], dict[str, int]]:
         if "\x00" in (code or "") + (host or ""):  # no text holds one: none match
-            return [], pg.error_rows(self.conn, self.job_id, 0)[1]
-        return pg.error_rows(self.conn, self.job_id, limit, code, host)
+            return [], pg.error_rows(self.conn, self.job_id, 0, counted=counted)[1]
+        return pg.error_rows(self.conn, self.job_id, limit, code, host, counted)
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None

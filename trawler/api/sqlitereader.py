@@ -63,9 +63,9 @@ class SqliteJobReader:
         return sqlite_read.page_rows(self.conn, wanted, offset, limit, newest_first)
 
     def errors(
-        self, limit: int, code: str | None = None, host: str | None = None
+        self, limit: int, code: str | None = None, host: str | None = None, counted: bool = True
     ) -> tuple[list[dict], dict[str, int]]:
-        return sqlite_read.error_rows(self.conn, limit, code, host)
+        return sqlite_read.error_rows(self.conn, limit, code, host, counted)
 
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None

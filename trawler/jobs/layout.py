@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from trawler.jobs.model import JobState, UnknownJob
+from trawler.store import sqlite_totals
 from trawler.store.sqlite import DB_NAME
 
 REGISTRY_NAME = "jobs.db"
@@ -151,10 +152,11 @@ def job_numbers(directory: Path) -> tuple[int, int, int]:
         return 0, 0, 0
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
-        pages, errors = conn.execute(
+        kept = sqlite_totals.totals(conn)  # None: a database no writer has migrated yet
+        pages, errors = (kept["pages"], kept["failed"]) if kept else conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE error IS NOT NULL AND error != 'not_html')"
             " FROM pages"
-        ).fetchone()
+        ).fetchone()  # fmt: skip
         queued = conn.execute("SELECT coalesce(sum(queued), 0) FROM host_queues").fetchone()[0]
     except sqlite3.Error:  # a database still being created, or of an older Trawler
         return 0, 0, 0

@@ -87,10 +87,11 @@ def page_rows(
 
 def error_rows(
     conn: psycopg.Connection, job_id: str, limit: int, code: str | None = None,
-    host: str | None = None,
+    host: str | None = None, counted: bool = True,
 ) -> tuple[list[dict], dict]:  # fmt: skip
     """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
-    newest first, and the count of each error code over the whole job."""
+    newest first, and the count of each error code over the whole job (none unless
+    ``counted``)."""
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     where, args = f"job_id = %s AND {FAILED}", [job_id]
     for sql, value in (("error = %s", code), ("host = %s", host)):
@@ -102,6 +103,8 @@ def error_rows(
         (*args, limit),
     )
     latest = [dict(zip(names, row, strict=True)) for row in cursor]
+    if not counted:
+        return latest, {}
     counts = conn.execute(
         f"SELECT error, count(*) FROM pages WHERE job_id = %s AND {FAILED}"
         " GROUP BY 1 ORDER BY 2 DESC, 1",
@@ -213,15 +216,17 @@ def host_robots(conn: psycopg.Connection, job_id: str, host: str) -> list[dict]:
 
 def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
     """Throughput over the last 10 s, 1 and 5 minutes, the last hour's fetches and
-    failures, storage, and the URLs visited (the queue's pending count: Redis)."""
+    failures, storage, and the URLs visited (the queue's pending count: Redis). The
+    short windows read the index by fetch time; the hour, ``hour_counts``; the totals
+    are kept."""
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
-        " count(*) FILTER (WHERE fetched_at >= %s), count(*) FILTER (WHERE fetched_at >= %s),"
-        f" count(*) FILTER (WHERE fetched_at >= %s AND {FAILED}),"
-        " count(*), coalesce(sum(content_length), 0) FROM pages WHERE job_id = %s",
-        (now - 10, now - 60, now - 300, now - 3600, now - 3600, job_id),
+        " count(*) FROM pages WHERE job_id = %s AND fetched_at >= %s",
+        (now - 10, now - 60, job_id, now - 300),
     ).fetchone()  # fmt: skip
-    last10, last60, last300, hour, failed, pages, size = row or (0,) * 7
+    last10, last60, last300 = row or (0,) * 3
+    hour, failed = hour_counts(conn, job_id, now - 3600)
+    pages, size, _failed = page_totals(conn, job_id)
     return {
         "throughput": {"now": round(last10 / 10, 3), "last_1m": round(last60 / 60, 3),
                        "last_5m": round(last300 / 300, 3)},
@@ -229,6 +234,35 @@ def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
         "storage": {"pages": int(pages), "bytes": int(size)},
         "queue": {"pending": 0, "visited": int(pages)},
     }  # fmt: skip
+
+
+def hour_counts(conn: psycopg.Connection, job_id: str, since: float) -> tuple[int, int]:
+    """(pages, failed) fetched at or after ``since``: the kept minutes after since's
+    minute m (page_minutes, pgschema.py), and the pages of minute m itself at or after
+    ``since`` (the index by fetch time, under a minute of it). Exact: floor(f / 60) is
+    monotonic in f, so a page at or after ``since`` is in minute m or a later one, and
+    a page of a later minute is at or after ``since``."""
+    row = conn.execute(
+        "SELECT coalesce(sum(pages), 0), coalesce(sum(failed), 0) FROM page_minutes"
+        " WHERE job_id = %s AND minute > floor(%s::float8 / 60)",
+        (job_id, since),
+    ).fetchone()
+    edge = conn.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {FAILED}) FROM pages WHERE job_id = %s"
+        " AND fetched_at >= %s AND fetched_at < (floor(%s::float8 / 60) + 2) * 60"
+        " AND floor(fetched_at / 60) = floor(%s::float8 / 60)",
+        (job_id, since, since, since),
+    ).fetchone()
+    assert row is not None and edge is not None
+    return int(row[0]) + int(edge[0]), int(row[1]) + int(edge[1])
+
+
+def page_totals(conn: psycopg.Connection, job_id: str) -> tuple[int, int, int]:
+    """(pages, body bytes, failed fetches) of the job: kept by a trigger (pgschema.py)."""
+    row = conn.execute(
+        "SELECT pages, bytes, failed FROM page_totals WHERE job_id = %s", (job_id,)
+    ).fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row is not None else (0, 0, 0)
 
 
 def per_second(conn: psycopg.Connection, job_id: str, start: float, end: float) -> list[tuple]:
@@ -283,8 +317,8 @@ def fetch_durations(
 def job_numbers(conn: psycopg.Connection, job_ids: list[str]) -> dict[str, tuple]:
     """job -> (pages crawled, errors, pages a second over the last minute of fetching)."""
     rows = conn.execute(
-        f"SELECT job_id, count(*), count(*) FILTER (WHERE {FAILED}), max(fetched_at)"
-        " FROM pages WHERE job_id = ANY(%s) GROUP BY job_id",
+        "SELECT job_id, pages, failed, (SELECT max(fetched_at) FROM pages p"
+        " WHERE p.job_id = t.job_id) FROM page_totals t WHERE job_id = ANY(%s) AND pages > 0",
         (job_ids,),
     ).fetchall()
     found = {}

@@ -27,6 +27,7 @@ from trawler.store.kinds import (
     ROBOTS_COLUMNS,
 )
 from trawler.store.search import ensure_search_schema
+from trawler.store.sqlite_totals import add_totals
 from trawler.urls import seed_hosts
 
 DB_NAME = "trawler.db"
@@ -200,6 +201,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")  # one transaction: the WAL holds one copy
     ensure_search_schema(conn)
     _add_page_kinds(conn)
+    add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     conn.commit()
     return conn
 

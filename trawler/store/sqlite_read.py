@@ -19,6 +19,7 @@ from trawler.config import CrawlConfig, stored_config
 from trawler.outcome import NOT_HTML
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
+from trawler.store import sqlite_totals
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
 from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression
 from trawler.urls import host_key, origin
@@ -68,11 +69,26 @@ def stored_job(conn: sqlite3.Connection) -> StoredJob | None:
 def job_counts(conn: sqlite3.Connection) -> dict[str, float]:
     """pages_crawled, urls_queued, errors, pages_per_s: the pace over the last minute
     of fetching (up to the last page stored; over less when it began less long ago)."""
+    found = page_totals(conn)
     return {
-        "pages_crawled": scalar(conn, "SELECT count(*) FROM pages"),
+        "pages_crawled": found["pages"],
         "urls_queued": scalar(conn, "SELECT sum(queued) FROM host_queues"),
-        "errors": scalar(conn, f"SELECT count(*) FROM pages WHERE {FAILED}"),
+        "errors": found["failed"],
         "pages_per_s": recent_pace(conn, 60.0),
+    }
+
+
+def page_totals(conn: sqlite3.Connection) -> dict[str, int]:
+    """pages, bytes, failed, visited: kept by the store (sqlite_totals.py), or counted
+    in a data directory no writer of this version has opened yet."""
+    kept = sqlite_totals.totals(conn)
+    if kept is not None:
+        return kept
+    return {
+        "pages": int(scalar(conn, "SELECT count(*) FROM pages")),
+        "bytes": int(scalar(conn, "SELECT sum(content_length) FROM pages")),
+        "failed": int(scalar(conn, f"SELECT count(*) FROM pages WHERE {FAILED}")),
+        "visited": int(scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")),
     }
 
 
@@ -127,10 +143,12 @@ def page_rows(
 
 
 def error_rows(
-    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None
-) -> tuple[list[dict], dict[str, int]]:
+    conn: sqlite3.Connection, limit: int, code: str | None = None, host: str | None = None,
+    counted: bool = True,
+) -> tuple[list[dict], dict[str, int]]:  # fmt: skip
     """The ``limit`` latest failed fetches (of that error ``code``, that ``host``),
-    newest first, and the count of each error code over the whole job."""
+    newest first, and the count of each error code over the whole job (none unless
+    ``counted``)."""
     where, args = FAILED, []
     for sql, value in (("error = ?", code), ("host = ?", host)):
         if value is not None:
@@ -143,6 +161,8 @@ def error_rows(
     )
     names = ("url", "error", "status", "fetched_at", "attempts", "host")
     latest = [dict(zip(names, row, strict=True)) for row in rows]
+    if not counted:
+        return latest, {}
     counts = conn.execute(
         f"SELECT error, count(*) FROM pages WHERE {FAILED} GROUP BY 1 ORDER BY 2 DESC, 1"
     )
@@ -210,22 +230,22 @@ def activity(conn: sqlite3.Connection, now: float) -> dict:
     """Throughput: pages/s over the last 10 s, 1 and 5 minutes; failed and all fetches of
     the last hour; storage; the queue."""
 
-    def fetched_since(seconds: float, where: str = "1") -> float:
-        sql = f"SELECT count(*) FROM pages WHERE fetched_at >= ? AND {where}"
-        return scalar(conn, sql, (now - seconds,))
+    def fetched_since(seconds: float) -> float:
+        return scalar(conn, "SELECT count(*) FROM pages WHERE fetched_at >= ?", (now - seconds,))
 
-    visited = scalar(conn, f"SELECT count(*) FROM urls WHERE state != {QUEUED}")
-    hour = fetched_since(3600)
-    errors = fetched_since(3600, FAILED)
+    found = page_totals(conn)
+    hour, errors = conn.execute(  # one pass over the hour's index entries, not two
+        f"SELECT count(*), coalesce(sum({FAILED}), 0) FROM pages WHERE fetched_at >= ?",
+        (now - 3600,),
+    ).fetchone()
     return {
         "throughput": {"now": round(fetched_since(10) / 10, 3),
                        "last_1m": round(fetched_since(60) / 60, 3),
                        "last_5m": round(fetched_since(300) / 300, 3)},  # fmt: skip
         "errors": {"last_hour": int(errors), "fetched_last_hour": int(hour)},
-        "storage": {"pages": int(scalar(conn, "SELECT count(*) FROM pages")),
-                    "bytes": int(scalar(conn, "SELECT sum(content_length) FROM pages"))},
+        "storage": {"pages": found["pages"], "bytes": found["bytes"]},
         "queue": {"pending": int(scalar(conn, "SELECT sum(queued) FROM host_queues")),
-                  "visited": int(visited)},
+                  "visited": found["visited"]},
     }  # fmt: skip
 
 

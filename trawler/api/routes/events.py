@@ -84,7 +84,7 @@ def feed_errors(service: JobService, jobs: list[JobInfo]) -> list[FeedError]:
     watched = [job.id for job in jobs if job.state in FEED_STATES] or [job.id for job in jobs[:1]]
 
     def latest(reader: JobReader) -> list[dict]:
-        return reader.errors(ERRORS_SHOWN)[0]
+        return reader.errors(ERRORS_SHOWN, counted=False)[0]  # the feed shows no counts
 
     rows = []
     for job_id in watched:

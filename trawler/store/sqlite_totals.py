@@ -1,0 +1,96 @@
+"""The embedded store's running totals and the indexes of the dashboard's reads
+(issue 13): what a snapshot of a big job reads without scanning its pages.
+
+``page_totals`` (one row) holds the pages stored, their body bytes, the failed
+fetches among them and the URLs visited (not queued). Triggers keep it in the
+same transaction as the rows they count, whoever writes them (the crawl's commit,
+a migration), so it is exactly what counting the tables would say. The two
+indexes answer the time windows (``pages_fetched``: covering, so the per-second
+series reads no page row) and the errors (``pages_failed``: the failed pages only).
+
+A URL enters ``urls`` queued (frontier/disk_queue.py ``persist_new``, its one
+writer of rows; the migration of an older urls table runs before these exist), so
+no trigger watches inserts there: even one that never fires doubled the CPU time of
+inserting a URL (bench/bench_writer.py: 16 against 8 µs), the crawl's hottest write.
+
+A data directory of an older Trawler gets them when a writer opens it (``connect``):
+one transaction that counts once and builds the indexes. A reader of one not yet
+migrated (read-only: it cannot) counts, as before: ``totals`` is None there.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from trawler.outcome import NOT_HTML
+
+# As sqlite_read.FAILED; the urls states of store/sqlite.py (0: QUEUED), which
+# imports this module to migrate on connect.
+FAILED = f"error IS NOT NULL AND error != '{NOT_HTML}'"
+_QUEUED = 0
+
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS pages_fetched ON pages(fetched_at, status, error, content_length)",
+    f"CREATE INDEX IF NOT EXISTS pages_failed ON pages(id, error) WHERE {FAILED}",
+)
+
+_TABLE = """CREATE TABLE page_totals (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    pages INTEGER NOT NULL, bytes INTEGER NOT NULL, failed INTEGER NOT NULL,
+    visited INTEGER NOT NULL
+)"""
+
+
+def _page_delta(row: str, sign: str) -> str:
+    failed = f"{row}.error IS NOT NULL AND {row}.error != '{NOT_HTML}'"
+    return (
+        f"UPDATE page_totals SET pages = pages {sign} 1,"
+        f" bytes = bytes {sign} coalesce({row}.content_length, 0),"
+        f" failed = failed {sign} ({failed});"
+    )
+
+
+def _visited(row: str) -> str:
+    return f"({row}.state != {_QUEUED})"
+
+
+_TRIGGERS = (
+    f"CREATE TRIGGER page_totals_insert AFTER INSERT ON pages BEGIN {_page_delta('new', '+')} END",
+    f"CREATE TRIGGER page_totals_delete AFTER DELETE ON pages BEGIN {_page_delta('old', '-')} END",
+    "CREATE TRIGGER page_totals_update AFTER UPDATE OF content_length, error ON pages BEGIN"
+    f" {_page_delta('old', '-')} {_page_delta('new', '+')} END",
+    f"CREATE TRIGGER urls_visited_delete AFTER DELETE ON urls WHEN {_visited('old')} BEGIN"
+    " UPDATE page_totals SET visited = visited - 1; END",
+    "CREATE TRIGGER urls_visited_update AFTER UPDATE OF state ON urls"
+    f" WHEN {_visited('old')} != {_visited('new')} BEGIN"
+    f" UPDATE page_totals SET visited = visited + {_visited('new')} - {_visited('old')}; END",
+)
+
+
+def add_totals(conn: sqlite3.Connection) -> None:
+    """Create the totals (counted once from the tables) and their triggers, and the
+    indexes, unless there; all or nothing. On the writer's connection."""
+    found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'page_totals'"
+    if conn.execute(found).fetchone() is not None:
+        return
+    with conn:
+        conn.execute("BEGIN")  # DDL included: all of it or nothing
+        conn.execute(_TABLE)
+        conn.execute(
+            "INSERT INTO page_totals SELECT 0, count(*), coalesce(sum(content_length), 0),"
+            f" coalesce(sum({FAILED}), 0), (SELECT count(*) FROM urls WHERE state != {_QUEUED})"
+            " FROM pages"
+        )
+        for statement in (*_TRIGGERS, *INDEXES):
+            conn.execute(statement)
+
+
+def totals(conn: sqlite3.Connection) -> dict[str, int] | None:
+    """pages, bytes, failed, visited; None in a database not migrated yet."""
+    try:
+        row = conn.execute("SELECT pages, bytes, failed, visited FROM page_totals").fetchone()
+    except sqlite3.OperationalError:  # no such table: an older data directory
+        return None
+    if row is None:
+        return None
+    return dict(zip(("pages", "bytes", "failed", "visited"), row, strict=True))
