@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.api_server import ServeProcess, start_serve
@@ -28,6 +29,10 @@ from tests.e2e.dashboard_servers import (  # noqa: F401  (the fixtures finished,
     live_server,
 )
 from tests.e2e.serve_dist import wait_until
+
+# The first test of a module may wait for apt-get to install chromium (about a
+# minute on a fresh machine): its setup counts in its timeout.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_every_view_loads_live_without_console_errors(browser: Browser, live: ServeProcess) -> None:

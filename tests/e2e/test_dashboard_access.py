@@ -3,6 +3,7 @@ contrast, the keyboard alone (real chromium, real `trawler serve`)."""
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.api_server import ServeProcess
@@ -34,6 +35,10 @@ LOADED = {
     "urls?url": "[data-testid=url-fetches] tbody tr",
     "admin": "[data-testid=politeness-answer]:not(:empty)",
 }
+
+# The first test of a module may wait for apt-get to install chromium (about a
+# minute on a fresh machine): its setup counts in its timeout.
+pytestmark = pytest.mark.timeout(300)
 
 
 PHONE_WIDTH = 390

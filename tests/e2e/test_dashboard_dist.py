@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.e2e.browser import (
@@ -18,6 +19,10 @@ from tests.e2e.serve_dist import create_job, start_dist_serve, start_workers, st
 from tests.servers import start_redis
 
 STALE_WAIT_MS = 40_000  # the registry calls a worker gone after 10 s without a beat
+
+# The first test of a module may wait for apt-get to install chromium (about a
+# minute on a fresh machine): its setup counts in its timeout.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_the_dashboard_over_the_distributed_backend(
