@@ -49,6 +49,7 @@ from trawler.robotsgate import RobotsGate, Verdict
 from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
+from trawler.throttle import RequestSlot
 from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
@@ -59,22 +60,6 @@ TASKS_PER_SLOT = 4
 # A host whose next request is further off than this once its URL is leased (it just
 # answered its robots.txt) goes back to the frontier rather than keep a request slot.
 HAND_BACK_AFTER_S = 0.05
-
-
-class RequestSlot:
-    """One of ``concurrency`` request slots, and the process's throttle, held by a
-    task while it talks to the host; released once, whichever path ends first."""
-
-    __slots__ = ("_release", "held")
-
-    def __init__(self, release: Callable[[], None]) -> None:
-        self._release = release
-        self.held = True
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self._release()
 
 
 class Crawler:
