@@ -280,6 +280,10 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "robots_requests": line.robots_requests,
         "wall_s": round(run.wall_s, 2),
         "crawl_span_s": round(line.last_done - line.first_arrival, 2),
+        # Before the first request (imports, seeds, parser processes) and after the
+        # last answer (final commit, WARC and seen set closed, processes joined).
+        "startup_s": round(line.first_arrival - run.started_at, 2),
+        "shutdown_s": round(run.started_at + run.wall_s - line.last_done, 2),
         "pages_per_s_overall": round(pages / run.wall_s, 1),
         "pages_per_s_steady": round(access_log.steady_rate(line.page_done_times) or 0, 1),
         "pages_per_s_peak_5s": round(access_log.peak_rate(line.page_done_times), 1),
