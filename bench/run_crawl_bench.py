@@ -280,6 +280,10 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "robots_requests": line.robots_requests,
         "wall_s": round(run.wall_s, 2),
         "crawl_span_s": round(line.last_done - line.first_arrival, 2),
+        # Before the first request (imports, seeds, parser processes) and after the
+        # last answer (final commit, WARC and seen set closed, processes joined).
+        "startup_s": round(line.first_arrival - run.started_at, 2),
+        "shutdown_s": round(run.started_at + run.wall_s - line.last_done, 2),
         "pages_per_s_overall": round(pages / run.wall_s, 1),
         "pages_per_s_steady": round(access_log.steady_rate(line.page_done_times) or 0, 1),
         "pages_per_s_peak_5s": round(access_log.peak_rate(line.page_done_times), 1),
@@ -287,6 +291,10 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "cpu_sys_s": round(run.cpu_sys_s, 2),
         "cpu_s_per_1k_pages": round(cpu_s / pages * 1000, 3) if pages else None,
         "cpu_s_per_1k_pages_steady": _round(steady_cpu_per_1k(run, line.page_done_times)),
+        # The main process (event loop, writer thread) apart from its parser processes:
+        # its CPU at the last sample, ≤ 0.5 s before it exited.
+        "cpu_s_main_process": round(run.samples[-1].cpu_s, 2) if run.samples else None,
+        "cpu_s_other_processes": round(cpu_s - run.samples[-1].cpu_s, 2) if run.samples else None,
         "crawler_cores_busy_avg": round(cpu_s / run.wall_s, 2),
         "peak_rss_mb": round(run.max_rss_kb / 1024, 1),
         "nginx_cpu_s": round(nginx_s, 2),

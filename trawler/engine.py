@@ -5,9 +5,14 @@ robots.py/robotscache.py, scope and traps from urls.py via linkfilter.py,
 spacing from politeness.py, what a response means for the page from
 outcome.py. It only orders the steps and owns the commit cadence.
 
-One task per leased URL, at most ``concurrency`` at once. A task holds its
-host's politeness slot from lease to finish, so one request is in flight per
-host, robots.txt and same-host redirect hops included. Results collect in a
+One task per leased URL. ``concurrency`` bounds the requests in flight: a
+task holds a request slot (``RequestSlot``) only while it talks to the host
+(robots.txt, the page and its same-host redirect hops), never while it waits
+out the host's interval (a host not ready yet after its robots.txt goes back
+to the frontier, whose ready-heap does the waiting) nor while its page is
+analysed. Up to ``TASKS_PER_SLOT`` times as many URLs may be between lease
+and batch. A task holds its host from lease to the end of its response, so
+one request is in flight per host. Results collect in a
 batch that a commit task makes durable (commits.py); only
 then are discovered URLs scheduled and leases acknowledged. A URL's result
 (state, attempt rows, page, links found) joins the batch in one step, after
@@ -44,11 +49,17 @@ from trawler.robotsgate import RobotsGate, Verdict
 from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
+from trawler.throttle import RequestSlot
 from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
 
 SHUTDOWN_GRACE_S = 5.0
+# Leased URLs per request slot: the others are being analysed or wait for the commit.
+TASKS_PER_SLOT = 4
+# A host whose next request is further off than this once its URL is leased (it just
+# answered its robots.txt) goes back to the frontier rather than keep a request slot.
+HAND_BACK_AFTER_S = 0.05
 
 
 class Crawler:
@@ -182,33 +193,44 @@ class Crawler:
 
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
-        limit = asyncio.Semaphore(self.config.concurrency)
+        concurrency = self.config.concurrency
+        requests = asyncio.Semaphore(concurrency)  # requests in flight (this job)
+        tasks = asyncio.Semaphore(concurrency * TASKS_PER_SLOT)  # URLs leased, not in a batch
         throttle = self.services.throttle  # the process's limit over all jobs
 
-        def released(_task: asyncio.Task[None]) -> None:
-            limit.release()
+        def release_request() -> None:
+            requests.release()
             throttle.release()
 
+        def task_done(_task: asyncio.Task[None]) -> None:
+            tasks.release()
+
         while not self._stopping:
-            await limit.acquire()
-            if not self._running.is_set():
-                await self._running.wait()
-                if self._stopping:
-                    limit.release()
-                    return
-            if self.config.max_pages is not None and not await self._within_budget():
-                limit.release()
-                return
-            request = await self.frontier.next()
+            await tasks.acquire()
+            await requests.acquire()  # a URL is leased only when it can be sent at once
+            request = await self._lease()
             if request is None:
-                limit.release()
-                self.exhausted = not self._stopping
+                requests.release()
+                tasks.release()
                 return
             await throttle.acquire()
-            task = asyncio.create_task(self._process(request))
+            task = asyncio.create_task(self._process(request, RequestSlot(release_request)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(released)
+            task.add_done_callback(task_done)
+
+    async def _lease(self) -> CrawlRequest | None:
+        """The next URL to crawl, or None: stopping, budget spent, frontier exhausted."""
+        if not self._running.is_set():
+            await self._running.wait()
+            if self._stopping:
+                return None
+        if self.config.max_pages is not None and not await self._within_budget():
+            return None
+        request = await self.frontier.next()
+        if request is None:
+            self.exhausted = not self._stopping
+        return request
 
     async def _within_budget(self) -> bool:
         """Wait while in-flight pages could still use up --max-pages."""
@@ -241,8 +263,8 @@ class Crawler:
             await asyncio.wait(pending)
 
     # -- one URL -------------------------------------------------------------------
-    async def _process(self, request: CrawlRequest) -> None:
-        host = request.host
+    async def _process(self, request: CrawlRequest, slot: RequestSlot) -> None:
+        host, holds_host = request.host, True
         try:
             if (self.paused or self.services.blocklist.active) and await self._held_back(request):
                 return
@@ -251,11 +273,15 @@ class Crawler:
                 await self.frontier.hand_back(request, self.robots.retry_in(request.url))
                 return
             if verdict is Verdict.FAILED:  # the origin cannot be fetched (dns, private)
+                slot.release()
                 await self._record(request, self.robots.failure(request.url))
                 return
             if verdict is not Verdict.ALLOW:
                 reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
                 self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason))
+                return
+            if (wait_s := self.frontier.host_wait_s(host)) > HAND_BACK_AFTER_S:
+                await self.frontier.hand_back(request, wait_s)  # the frontier waits, not a slot
                 return
             await self.frontier.wait_host_ready(host)
             if (self.paused or self.services.blocklist.active) and await self._held_back(request):
@@ -265,12 +291,27 @@ class Crawler:
                 hop_check=partial(self._hop_check, host),
                 on_sent=partial(self.frontier.record_sent, host),
             )
+            slot.release()
+            self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
+            holds_host = False
+            await self._finish_host(host)  # its next URL may be leased now
             await self._after_fetch(request, result)
         except Exception as exc:  # a bug must cost one URL, never the crawl
             log.exception("internal error on %s", request.url)
+            slot.release()
             await self._record(request, _internal_error(request.url, exc))
         finally:
+            slot.release()
+            if holds_host:
+                await self.frontier.finish_host(host)
+
+    async def _finish_host(self, host: str) -> None:
+        """Release the host once its response is in. Failing to (the store going away
+        while stopping) must not cost the page fetched: a held host's lease expires."""
+        try:
             await self.frontier.finish_host(host)
+        except Exception as exc:
+            log.warning("host %s not released: %s", host, exc)
 
     async def _held_back(self, request: CrawlRequest) -> bool:
         """No request for this URL now: paused since it was leased (it goes back to the
@@ -285,10 +326,7 @@ class Crawler:
         return False
 
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
-        """Let the answer shape the host's pace, then retry, dead-letter or record the URL."""
-        self.frontier.record_response(
-            request.host, result.status, result.error, result.retry_after_s
-        )
+        """Retry, dead-letter or record the URL (its answer has shaped the host's pace)."""
         decision = self.retry.decide(
             result.error, result.status, request.attempts + 1, self._rng, result.retry_after_s
         )

@@ -1,6 +1,7 @@
-"""A limit on requests in flight that can change while requests wait on it.
+"""Limits on requests in flight: the process's, which can change while requests
+wait on it, and the slot a crawl task holds while it talks to a host.
 
-``asyncio.Semaphore`` has a fixed size; an operator lowering or raising the
+``Throttle``: ``asyncio.Semaphore`` has a fixed size; an operator lowering or raising the
 concurrency of a running service (Services.politeness) needs the waiting
 requests to follow the new size at once. FIFO, so no job starves the others.
 With no limit (None) ``acquire`` returns without suspending: the single-job
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 
 class Throttle:
@@ -46,3 +48,19 @@ class Throttle:
             if not future.done():
                 self.in_use += 1
                 future.set_result(None)
+
+
+class RequestSlot:
+    """One of ``concurrency`` request slots, and the process's throttle, held by a
+    task while it talks to the host; released once, whichever path ends first."""
+
+    __slots__ = ("_release", "held")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._release()

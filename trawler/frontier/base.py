@@ -55,6 +55,9 @@ class Frontier(Protocol):
     def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         """robots.txt gave the host a Crawl-delay (or none)."""
 
+    def host_wait_s(self, host: str) -> float:
+        """While holding ``host``: seconds until its next request may start (<= 0: now)."""
+
     async def wait_host_ready(self, host: str) -> None:
         """While holding ``host``, wait until its next request may start."""
 

@@ -296,6 +296,10 @@ class RedisFrontier:
         value = "" if crawl_delay_s is None else repr(crawl_delay_s)
         await self._call(lambda: self.redis.hset(self._hp + host, "crawl_delay", value))
 
+    def host_wait_s(self, host: str) -> float:
+        slot = self._held.get(host)
+        return 0.0 if slot is None else slot.next_allowed_at - time.monotonic()
+
     async def wait_host_ready(self, host: str) -> None:
         slot = self._held.get(host)
         if slot is None:  # not held: read the shared state

@@ -303,6 +303,9 @@ class SqliteFrontier:
         self._caught_up(slot, claim)
         await self.wait_host_ready(host)
 
+    def host_wait_s(self, host: str) -> float:
+        return self._slot(host).next_allowed_at - self.clock()
+
     async def wait_host_ready(self, host: str) -> None:
         slot = self._slot(host)
         # Again after each sleep: live settings (set_policy) may have moved the time on.
