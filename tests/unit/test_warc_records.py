@@ -184,6 +184,19 @@ def test_dates_are_the_text_datetime_gives() -> None:
     assert dates.format(1_700_000_000.9999996) == "2023-11-14T22:13:21.000000Z"
 
 
+@pytest.mark.parametrize("timestamp", [253_402_300_800.0, 1e12, 1e20, float("nan"), float("inf")])
+def test_dates_out_of_range_raise_as_datetime_does(timestamp: float) -> None:
+    # base.archive_batch keeps such a page as a store_error: only a ValueError or an
+    # OverflowError may come out, never an OSError (that would fail the whole commit).
+    dates = WarcDates()
+    dates.format(253_402_300_799.0)  # the last second of year 9999, cached
+    with pytest.raises(Exception) as expected:
+        reference.warc_date(timestamp)
+    with pytest.raises(type(expected.value)):
+        dates.format(timestamp)
+    assert isinstance(expected.value, ValueError | OverflowError)
+
+
 def test_record_ids_are_random_uuid4_urns() -> None:
     take = RecordIds(batch=8).take
     taken = [take() for _ in range(100)]  # several refills

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+from datetime import UTC, datetime
 from http import HTTPStatus
 from operator import itemgetter
 from types import MappingProxyType
@@ -85,7 +85,9 @@ class WarcDates:
             second, micros = second - 1, micros + 1_000_000
         if second != self._second:
             self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+            # datetime, not time.gmtime: a date past year 9999 must raise ValueError
+            # as it always has (that page is kept as a store_error, base.py).
+            self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         return f"{self._prefix}{micros:06d}Z"
 
 
