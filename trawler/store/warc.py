@@ -4,7 +4,7 @@ Each record is its own gzip member (WARC 1.1 Annex D.2), so a reader can seek
 straight to a record given its file offset, and a torn tail can be cut off at
 a member boundary.
 
-Records are built by hand rather than with ``warcio.warcwriter.WARCWriter``:
+Records are built by hand (warc_record.py) rather than with ``warcio.warcwriter.WARCWriter``:
 warcio's writer deflates at level 9, fixed, and spends as much again in
 Python on header objects and digest wrappers; it managed ~1,900
 request+response pairs/s for 20 KB HTML on one core of the dev machine,
@@ -12,7 +12,10 @@ below our 3,000 target. Deflate is most of the cost either way, so we pick
 the level ourselves (1: ~4% larger than 9 for HTML, ~2x faster), store
 already content-encoded payloads without recompressing them (level 0), and
 use ISA-L (the optional ``isal`` package, same gzip format, ~5x faster) when
-it is installed. The tests read every file back with warcio's
+it is installed. Both release the GIL while they deflate (a 90 ms ISA-L call
+stalls another thread no longer than the switch interval): what holds the
+GIL, and so delays the event loop, is the Python work around them, which
+warc_record.py keeps small. The tests read every file back with warcio's
 ``ArchiveIterator(check_digests=True)``.
 
 Files are written as ``….warc.gz.open`` and renamed to ``….warc.gz`` once
@@ -206,9 +209,7 @@ class WarcWriter:
         url = urlsplit(result.final_url)
         target = (url.path or "/") + (f"?{url.query}" if url.query else "")
         headers = result.request_headers
-        if not (headers and headers[0][0].lower() == "host") and not any(
-            name.lower() == "host" for name, _ in headers
-        ):
+        if not any(name.lower() == "host" for name, _ in headers):
             headers = [("Host", url.netloc), *headers]  # RFC 9112 §3.2: required
         head = http_head(f"GET {target} HTTP/{result.http_version}", headers)
         fields = (
