@@ -17,14 +17,17 @@ import uuid
 import zlib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit import warc_reference as reference
 from tests.unit.test_warc import HTML, make_result, only_file, read_records
 from trawler.records import FetchResult
 from trawler.store.warc import WarcWriter
-from trawler.store.warc_record import RecordIds, WarcDates, sha1_base32
+from trawler.store.warc_record import RecordIds, WarcDates, request_target, sha1_base32
 
 _ID = re.compile(rb"^(WARC-Record-ID|WARC-Concurrent-To|WARC-Warcinfo-ID): (.*)\r$", re.M)
 
@@ -214,3 +217,40 @@ def test_base32_digest_is_base64s() -> None:
         data = rng.randbytes(size)
         expected = base64.b32encode(hashlib.sha1(data).digest()).decode()
         assert sha1_base32(data) == f"sha1:{expected}"
+
+
+def urlsplit_target(url: str) -> tuple[str, str]:
+    """What the request record was always given: urlsplit's netloc, path and query."""
+    parts = urlsplit(url)
+    return parts.netloc, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+_PRINTABLE = "aZ09-._~:@!$&'()*+,;=%/?#[]\\"
+_URL_TEXT = st.sampled_from([_PRINTABLE, _PRINTABLE + " \t\r\n\x00\x7f\xe9\u3042\udce9"]).flatmap(
+    lambda alphabet: st.text(alphabet=alphabet, max_size=30)
+)  # printable ASCII only (the regex's), or with what sends a URL to urlsplit
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    prefix=st.sampled_from(["http://", "https://", "HTTP://", "ftp://", " http://", "http:/", ""]),
+    rest=_URL_TEXT,
+)
+def test_request_target_splits_as_urlsplit_does(prefix: str, rest: str) -> None:
+    url = prefix + rest
+    try:
+        expected = urlsplit_target(url)
+    except ValueError as exc:  # unbalanced IPv6 brackets, bad Unicode in the netloc
+        with pytest.raises(type(exc)):
+            request_target(url)
+        return
+    assert request_target(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://a.test/p/1.html", "http://a.test", "http://a.test?x=1", "https://a.test/p?",
+     "http://a.test/p?a?b", "http://u:p@a.test:8080/p;q?r=1&s=%20", "http:///x"],
+)  # fmt: skip
+def test_request_target_of_plain_urls(url: str) -> None:
+    assert request_target(url) == urlsplit_target(url)

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit
 
 from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.records import FetchResult
@@ -45,6 +44,7 @@ from trawler.store.warc_record import (
     clean,
     http_head,
     is_content_encoded,
+    request_target,
     response_headers,
     status_line,
     warc_record,
@@ -206,11 +206,10 @@ class WarcWriter:
         return warc_record(head, body, b"", payload_digest=False)
 
     def _request_record(self, result: FetchResult, response_id: str, fields: str) -> bytes:
-        url = urlsplit(result.final_url)
-        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        netloc, target = request_target(result.final_url)
         headers = result.request_headers
         if not any(name.lower() == "host" for name, _ in headers):
-            headers = [("Host", url.netloc), *headers]  # RFC 9112 §3.2: required
+            headers = [("Host", netloc), *headers]  # RFC 9112 §3.2: required
         head = http_head(f"GET {target} HTTP/{result.http_version}", headers)
         fields = (
             f"WARC-Type: request\r\nWARC-Record-ID: {self._ids.take()}\r\n{fields}"

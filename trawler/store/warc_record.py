@@ -15,16 +15,24 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from datetime import UTC, datetime
 from http import HTTPStatus
 from operator import itemgetter
 from types import MappingProxyType
+from urllib.parse import urlsplit
 
 WARC_VERSION = "WARC/1.1"
 _END = b"\r\n\r\n"
 # RFC 9110 §15: the standard reason phrases (the fetcher keeps none of its own).
 _REASONS = MappingProxyType({status.value: status.phrase for status in HTTPStatus})
 _NAME = itemgetter(0)
+# scheme://authority path ?query, printable ASCII only, no fragment, no IPv6 brackets.
+_PLAIN_URL = re.compile(
+    r"https?://([^/?#\[\]\x00-\x20\x7f-\U0010ffff]*)"
+    r"(/[^?#\x00-\x20\x7f-\U0010ffff]*)?"
+    r"(?:\?([^#\x00-\x20\x7f-\U0010ffff]*))?"
+)
 _BASE32 = bytes.maketrans(bytes(range(32)), b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")  # RFC 4648 §6
 
 
@@ -138,6 +146,20 @@ def warc_record(fields: str, head: bytes, payload: bytes, payload_digest: bool) 
         digests += f"WARC-Payload-Digest: {payload_sha1}\r\n"
     text = f"{WARC_VERSION}\r\n{fields}Content-Length: {len(head) + len(payload)}\r\n{digests}\r\n"
     return b"".join((text.encode(), head, payload, _END))
+
+
+def request_target(url: str) -> tuple[str, str]:
+    """(authority, origin-form target) of the request for ``url`` (RFC 9112 §3.2.1),
+    as ``urlsplit`` gives them: path or ``/``, then ``?query`` if not empty. A plain
+    http(s) URL in printable ASCII is split by one regex match; any other goes
+    through urlsplit (its whitespace removal, IPv6 brackets, Unicode checks)."""
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        netloc, path, query = plain.groups()
+    else:
+        parts = urlsplit(url)
+        netloc, path, query = parts.netloc, parts.path, parts.query
+    return netloc, (path or "/") + (f"?{query}" if query else "")
 
 
 def status_line(http_version: str, status: int) -> str:
