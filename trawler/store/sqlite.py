@@ -332,7 +332,7 @@ class SqliteStore:
         self.conn.executemany(
             f"INSERT INTO pages ({', '.join(PAGE_COLUMNS)}) VALUES ({placeholders})"
             " ON CONFLICT(url) DO NOTHING",
-            [_page_row(p) for p in pages],
+            map(_page_row, pages),  # rows made in C as SQLite asks for them: no list, no frame
         )
 
     def insert_robots(self, records: list[RobotsRecord]) -> None:
@@ -340,7 +340,7 @@ class SqliteStore:
         placeholders = ", ".join("?" for _ in ROBOTS_COLUMNS)
         self.conn.executemany(
             f"INSERT INTO robots_fetches ({', '.join(ROBOTS_COLUMNS)}) VALUES ({placeholders})",
-            [_robots_row(record) for record in records],
+            map(_robots_row, records),
         )
 
     def insert_attempts(self, attempts: list[tuple]) -> None:

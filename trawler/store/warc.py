@@ -4,7 +4,7 @@ Each record is its own gzip member (WARC 1.1 Annex D.2), so a reader can seek
 straight to a record given its file offset, and a torn tail can be cut off at
 a member boundary.
 
-Records are built by hand rather than with ``warcio.warcwriter.WARCWriter``:
+Records are built by hand (warc_record.py) rather than with ``warcio.warcwriter.WARCWriter``:
 warcio's writer deflates at level 9, fixed, and spends as much again in
 Python on header objects and digest wrappers; it managed ~1,900
 request+response pairs/s for 20 KB HTML on one core of the dev machine,
@@ -12,7 +12,10 @@ below our 3,000 target. Deflate is most of the cost either way, so we pick
 the level ourselves (1: ~4% larger than 9 for HTML, ~2x faster), store
 already content-encoded payloads without recompressing them (level 0), and
 use ISA-L (the optional ``isal`` package, same gzip format, ~5x faster) when
-it is installed. The tests read every file back with warcio's
+it is installed. Both release the GIL while they deflate (a 90 ms ISA-L call
+stalls another thread no longer than the switch interval): what holds the
+GIL, and so delays the event loop, is the Python work around them, which
+warc_record.py keeps small. The tests read every file back with warcio's
 ``ArchiveIterator(check_digests=True)``.
 
 Files are written as ``….warc.gz.open`` and renamed to ``….warc.gz`` once
@@ -21,32 +24,35 @@ complete (the Heritrix convention), so readers know which files are whole.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib
 import os
 import re
 import secrets
 import socket
 import time
-import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from http import HTTPStatus
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit
 
 from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.records import FetchResult
+from trawler.store.warc_record import (
+    RecordIds,
+    WarcDates,
+    clean,
+    http_head,
+    is_content_encoded,
+    request_target,
+    response_headers,
+    status_line,
+    warc_record,
+)
 
 OPEN_SUFFIX = ".open"
 WARC_SUFFIX = ".warc.gz"
-WARC_VERSION = b"WARC/1.1"
 _GZIP_WBITS = zlib.MAX_WBITS | 16  # zlib container = gzip member
-_CRLF = "\r\n"
 _WRITE_BUFFER_BYTES = 1 << 20
 _SCAN_CHUNK_BYTES = 1 << 20
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.IGNORECASE)
@@ -103,6 +109,8 @@ class WarcWriter:
         self._size = 0  # bytes written to the open file
         self._flushed_size = 0  # bytes known durable
         self._warcinfo_id = ""
+        self._ids = RecordIds()
+        self._dates = WarcDates()
 
     def __enter__(self) -> WarcWriter:
         return self
@@ -117,10 +125,18 @@ class WarcWriter:
         if self._file is None or self._size >= self.max_bytes:
             self._rotate()
         assert self._file is not None
-        date = _warc_date(result.started_at)
-        response_id = _record_id()
-        response = _gzip(self._response_record(result, response_id, date), _payload_level(result))
-        request = _gzip(self._request_record(result, response_id, date), _LEVEL_TEXT)
+        # The fields both records share, in the order they have always had.
+        fields = (
+            f"WARC-Date: {self._dates.format(result.started_at)}\r\n"
+            f"WARC-Target-URI: {clean(result.final_url)}\r\n"  # the fetcher keeps the last hop
+            f"WARC-Warcinfo-ID: {self._warcinfo_id}\r\n"
+        )
+        if result.ip_address:
+            fields += f"WARC-IP-Address: {clean(result.ip_address)}\r\n"
+        response_id = self._ids.take()
+        level = _LEVEL_STORE if is_content_encoded(result.headers) else _LEVEL_TEXT
+        response = _gzip(_response_record(result, response_id, fields), level)
+        request = _gzip(self._request_record(result, response_id, fields), _LEVEL_TEXT)
         self._file.write(response + request)
         location = WarcLocation(self._name, self._size, len(response))
         self._size += len(response) + len(request)
@@ -165,8 +181,8 @@ class WarcWriter:
         # Locked for as long as it is open: recover() in another process leaves it
         # alone, whatever its name. Never overwrites a file. Closed in close().
         self._file = create_locked(path, _WRITE_BUFFER_BYTES)
-        self._warcinfo_id = _record_id()
-        info = _gzip(self._warcinfo_record(_warc_date(now)), _LEVEL_TEXT)
+        self._warcinfo_id = self._ids.take()
+        info = _gzip(self._warcinfo_record(self._dates.format(now)), _LEVEL_TEXT)
         self._file.write(info)
         self._size = len(info)
         self._flushed_size = 0
@@ -181,49 +197,38 @@ class WarcWriter:
             "robots": "obey",
             **self.extra_warcinfo,
         }
-        body = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in fields.items()).encode()
-        headers = [
-            ("WARC-Type", "warcinfo"),
-            ("WARC-Record-ID", self._warcinfo_id),
-            ("WARC-Date", date),
-            ("WARC-Filename", self._name),
-            ("Content-Type", "application/warc-fields"),
-        ]
-        return _record(headers, body, payload=None)
+        body = "".join(f"{clean(k)}: {clean(v)}\r\n" for k, v in fields.items()).encode()
+        head = (
+            f"WARC-Type: warcinfo\r\nWARC-Record-ID: {self._warcinfo_id}\r\n"
+            f"WARC-Date: {date}\r\nWARC-Filename: {clean(self._name)}\r\n"
+            "Content-Type: application/warc-fields\r\n"
+        )
+        return warc_record(head, body, b"", payload_digest=False)
 
-    def _response_record(self, result: FetchResult, record_id: str, date: str) -> bytes:
-        assert result.status is not None
-        status_line = _status_line(result.http_version, result.status)
-        head = _http_head(status_line, _response_headers(result.headers))
-        headers = self._common_headers("response", record_id, date, result)
-        headers.append(("Content-Type", "application/http; msgtype=response"))
-        return _record(headers, head + result.raw_body, payload=result.raw_body)
+    def _request_record(self, result: FetchResult, response_id: str, fields: str) -> bytes:
+        netloc, target = request_target(result.final_url)
+        headers = result.request_headers
+        if not any(name.lower() == "host" for name, _ in headers):
+            headers = [("Host", netloc), *headers]  # RFC 9112 §3.2: required
+        head = http_head(f"GET {target} HTTP/{result.http_version}", headers)
+        fields = (
+            f"WARC-Type: request\r\nWARC-Record-ID: {self._ids.take()}\r\n{fields}"
+            f"WARC-Concurrent-To: {response_id}\r\n"
+            "Content-Type: application/http; msgtype=request\r\n"
+        )
+        return warc_record(fields, head, b"", payload_digest=True)
 
-    def _request_record(self, result: FetchResult, response_id: str, date: str) -> bytes:
-        url = urlsplit(result.final_url)
-        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        request_headers = list(result.request_headers)
-        if not any(name.lower() == "host" for name, _ in request_headers):
-            request_headers.insert(0, ("Host", url.netloc))  # RFC 9112 §3.2: required
-        head = _http_head(f"GET {target} HTTP/{result.http_version}", request_headers)
-        headers = self._common_headers("request", _record_id(), date, result)
-        headers.append(("WARC-Concurrent-To", response_id))
-        headers.append(("Content-Type", "application/http; msgtype=request"))
-        return _record(headers, head, payload=b"")
 
-    def _common_headers(
-        self, warc_type: str, record_id: str, date: str, result: FetchResult
-    ) -> list[tuple[str, str]]:
-        headers = [
-            ("WARC-Type", warc_type),
-            ("WARC-Record-ID", record_id),
-            ("WARC-Date", date),
-            ("WARC-Target-URI", result.final_url),  # the fetcher stores only the last hop
-            ("WARC-Warcinfo-ID", self._warcinfo_id),
-        ]
-        if result.ip_address:
-            headers.append(("WARC-IP-Address", result.ip_address))
-        return headers
+def _response_record(result: FetchResult, record_id: str, fields: str) -> bytes:
+    assert result.status is not None
+    head = http_head(
+        status_line(result.http_version, result.status), response_headers(result.headers)
+    )
+    fields = (
+        f"WARC-Type: response\r\nWARC-Record-ID: {record_id}\r\n{fields}"
+        "Content-Type: application/http; msgtype=response\r\n"
+    )
+    return warc_record(fields, head, result.raw_body, payload_digest=True)
 
 
 def recover(
@@ -304,71 +309,6 @@ def _is_complete_record(record: bytes) -> bool:
     if match is None:
         return False
     return len(record) == head_end + 4 + int(match.group(1)) + 4 and record.endswith(b"\r\n\r\n")
-
-
-def _record(headers: list[tuple[str, str]], block: bytes, payload: bytes | None) -> bytes:
-    """One WARC record (WARC 1.1 §4): version line, named fields, block, CRLF CRLF."""
-    headers.append(("Content-Length", str(len(block))))
-    headers.append(("WARC-Block-Digest", _sha1_digest(block)))
-    if payload is not None:
-        # Payload = the entity body after transfer decoding (WARC 1.1 §5.9).
-        headers.append(("WARC-Payload-Digest", _sha1_digest(payload)))
-    text = _CRLF.join(f"{name}: {_clean(value)}" for name, value in headers)
-    return b"".join((WARC_VERSION, b"\r\n", text.encode(), b"\r\n\r\n", block, b"\r\n\r\n"))
-
-
-def _http_head(start_line: str, headers: list[tuple[str, str]]) -> bytes:
-    lines = [start_line, *(f"{_clean(name)}: {_clean(value)}" for name, value in headers)]
-    return (_CRLF.join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
-
-
-def _status_line(http_version: str, status: int) -> str:
-    # The fetcher keeps no reason phrase; use the standard one. RFC 9112 §4:
-    # the space before the phrase stays even when the phrase is empty.
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = ""
-    return f"HTTP/{http_version} {status} {reason}"
-
-
-def _response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    # The body is stored de-chunked, so a reader must not de-chunk it again;
-    # Content-Encoding stays: raw_body is still content-encoded.
-    return [
-        ("X-Trawler-Original-Transfer-Encoding", value)
-        if name.lower() == "transfer-encoding"
-        else (name, value)
-        for name, value in headers
-    ]
-
-
-def _clean(text: str) -> str:
-    """Header names and values must not smuggle line breaks into the record."""
-    if "\r" in text or "\n" in text:
-        return text.replace("\r", " ").replace("\n", " ")
-    return text
-
-
-def _sha1_digest(data: bytes) -> str:
-    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
-
-
-def _record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
-
-
-def _warc_date(timestamp: float) -> str:
-    """WARC 1.1 §5.4: W3C-ISO8601 UTC; 1.1 allows fractional seconds."""
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _payload_level(result: FetchResult) -> int:
-    for name, value in result.headers:
-        if name.lower() == "content-encoding" and value.strip().lower() not in ("", "identity"):
-            return _LEVEL_STORE
-    return _LEVEL_TEXT
 
 
 def _gzip(record: bytes, level: int) -> bytes:
