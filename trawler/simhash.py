@@ -191,17 +191,19 @@ class SimHashIndex:
     lookup; a merge copies the arrays once, so the tail is allowed to grow with
     the square root of the index (512 up to 16,000 fingerprints, 4,000 at a million).
 
-    Storage: fingerprints in one ``array('Q')`` (8 bytes), keys in a list
+    Storage: fingerprints in one numpy array (8 bytes), keys in a list
     (8 bytes + the key), a 4-byte position per table, and 1 MiB of offsets at
-    k = 3 (an 8-byte key per table instead below k = 3). Not thread-safe; the
-    store's writer thread owns it.
+    k = 3; below k = 3 a key per table instead (4 bytes at k = 2, 8 below).
+    Not thread-safe; the store's writer thread owns it.
     """
 
     def __init__(self, k: int = 3) -> None:
         if not 0 <= k < 16:
             raise ValueError(f"k must be 0..15, not {k}")
         self.k = k
-        self._fingerprints = array("Q")
+        # Fingerprints in order of add, numpy's own (a view of an array('Q') would
+        # stop it from growing while it lived); room for a few more.
+        self._fingerprints = np.empty(0, np.uint64)
         self._keys: list[str] = []
         self._blocks = _blocks(k + 1)  # (shift, mask) per table
         # A table's key is its number above the widest block: all tables sort as one.
@@ -233,17 +235,23 @@ class SimHashIndex:
 
     def add(self, fingerprint: int, key: str) -> None:
         """Store a fingerprint (an unsigned 64-bit int) under ``key``."""
-        self._fingerprints.append(fingerprint)
-        self._keys.append(key)
+        self._append(fingerprint, key)
         if len(self._keys) - self._merged >= self._tail_limit():
             self._merge()
 
     def load(self, pairs: Iterable[tuple[int, str]]) -> None:
         """Bulk add, e.g. ``(int(hex, 16), url)`` rows read back from the store on restart."""
         for fingerprint, key in pairs:
-            self._fingerprints.append(fingerprint)
-            self._keys.append(key)
+            self._append(fingerprint, key)
         self._merge()
+
+    def _append(self, fingerprint: int, key: str) -> None:
+        count = len(self._keys)
+        if count == len(self._fingerprints):  # grown by an eighth, as a list grows
+            room = np.empty(count // 8 + 1024, np.uint64)
+            self._fingerprints = np.concatenate((self._fingerprints, room))
+        self._fingerprints[count] = fingerprint
+        self._keys.append(key)
 
     def find(self, fingerprint: int) -> str | None:
         """Key of the closest stored fingerprint within ``k`` bits (the first added on a tie)."""
@@ -269,10 +277,10 @@ class SimHashIndex:
     def _near(self, fingerprint: int, max_bits: int, radius: int) -> list[tuple[int, int]]:
         """(distance, position) of the fingerprints within ``max_bits`` that are within
         ``radius`` bits of ``fingerprint`` in some block, in order."""
-        stored = np.frombuffer(self._fingerprints, np.uint64)
         positions = self._probed(fingerprint, radius)
+        stored = self._fingerprints
         # The tail's fingerprints after the probed ones: all of them are tested.
-        tested = np.concatenate((stored.take(positions), stored[self._merged :]))
+        tested = np.concatenate((stored.take(positions), stored[self._merged : len(self._keys)]))
         distances = np.bitwise_count(tested ^ np.uint64(fingerprint))
         hits = (distances <= max_bits).nonzero()[0].tolist()
         if not hits:  # nearly always: at most a few candidates a lookup
@@ -283,7 +291,7 @@ class SimHashIndex:
                 found.add((int(distances[hit]), int(positions[hit])))
                 continue
             position = self._merged + hit - len(positions)
-            difference = self._fingerprints[position] ^ fingerprint
+            difference = int(stored[position]) ^ fingerprint
             if any(((difference >> s) & m).bit_count() <= radius for s, m in self._blocks):
                 found.add((difference.bit_count(), position))
         return sorted(found)
@@ -320,7 +328,7 @@ class SimHashIndex:
         start, end = self._merged, len(self._keys)
         if start == end:
             return
-        tail = np.array(self._fingerprints[start:end], np.uint64)
+        tail = self._fingerprints[start:end]
         keys = np.concatenate([((tail >> shift) & mask) | (table << self._tag_shift)
                                for table, (shift, mask) in enumerate(self._blocks)])  # fmt: skip
         positions = np.tile(np.arange(start, end, dtype=np.uint32), len(self._blocks))
