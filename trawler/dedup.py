@@ -48,8 +48,9 @@ class ContentDedup:
     its text: a wrong flag loses nothing.
     Pages already marked (a canonical URL elsewhere) are left as they are.
 
-    Memory: per original, the SimHash index (~76 B and the URL) and the sketch
-    (257 B: one slot in a flat array). Not thread-safe; the store's writer thread owns it.
+    Memory: per original, the SimHash index (~34 B and the URL, and 1 MiB in all
+    at k = 3) and the sketch (257 B: one slot in a flat array)
+    (bench/bench_dedup_check.py). Not thread-safe; the store's writer thread owns it.
     """
 
     def __init__(self, max_bits: int = 3) -> None:
