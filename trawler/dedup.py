@@ -8,7 +8,7 @@ one collision among 10^8 URLs is about 3 in 10,000).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from hashlib import blake2b
 
 from trawler.minhash import NEAR_DUPLICATE_JACCARD, SKETCH_MAX_BYTES, is_sketch, similarity
@@ -48,8 +48,9 @@ class ContentDedup:
     its text: a wrong flag loses nothing.
     Pages already marked (a canonical URL elsewhere) are left as they are.
 
-    Memory: per original, the SimHash index (~76 B and the URL) and the sketch
-    (257 B: one slot in a flat array). Not thread-safe; the store's writer thread owns it.
+    Memory: per original, the SimHash index (~34 B and the URL, and 1 MiB in all
+    at k = 3) and the sketch (257 B: one slot in a flat array)
+    (bench/bench_dedup_check.py). Not thread-safe; the store's writer thread owns it.
     """
 
     def __init__(self, max_bits: int = 3) -> None:
@@ -64,11 +65,20 @@ class ContentDedup:
         A row without a sketch (stored before sketches existed) is an original
         for exact copies only: a SimHash match with it cannot be confirmed.
         """
+        self._near.load(self._loaded(rows))  # one merge of the index at the end
+
+    def _loaded(
+        self, rows: Iterable[tuple[str, str | None, str | None, bytes | None]]
+    ) -> Iterator[tuple[int, str]]:
+        """The rows' (fingerprint, url) for the index, keeping their sketches and text
+        hashes as it goes."""
         for url, exact, near, sketch in rows:
             if exact is not None:
                 self._exact.setdefault(exact, url)
             if near is not None and sketch is not None and is_sketch(sketch):
-                self._add_near(int(near, 16), url, bytes(sketch))
+                fingerprint = int(near, 16)
+                self._sketches.append(bytes(sketch))  # slot i: index position i
+                yield fingerprint, url
 
     def check(self, page: PageRecord) -> None:
         if page.duplicate_of is not None or page.text_hash is None or page.simhash is None:

@@ -12,10 +12,13 @@ import random
 from pathlib import Path
 
 from tests.indexpages import index_entries, index_html
+from tests.unit.test_simhash import _brute_force_candidates
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
+from trawler.minhash import NEAR_DUPLICATE_JACCARD, similarity
 from trawler.outcome import page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.sitegen import Site, SiteSpec
 from trawler.store import sqlite as db
 
 CONFIG = CrawlConfig()
@@ -135,3 +138,66 @@ def test_a_data_directory_from_before_sketches_is_migrated(tmp_path: Path) -> No
     near = edited_copy("http://a.test/near", "a")
     copy = fingerprinted("http://a.test/copy", index_html("a"))
     assert checked(dedup, [near, copy]) == {near.url: None, copy.url: old.url}
+
+
+def _brute_force_verdicts(pages: list[PageRecord], max_bits: int = 3) -> list[str | None]:
+    """ContentDedup's rule by scanning every stored page: the same text, else the
+    closest candidate (then the first stored) whose sketch agrees."""
+    exact: dict[str | None, str] = {}
+    stored: list[tuple[int, str, bytes]] = []  # (fingerprint, url, sketch) of originals
+    verdicts: list[str | None] = []
+    for page in pages:
+        assert page.simhash is not None and page.minhash is not None
+        fingerprint = int(page.simhash, 16)
+        original = exact.get(page.text_hash)
+        if original is None:
+            fingerprints = [f for f, _, _ in stored]
+            for position in _brute_force_candidates(fingerprints, fingerprint, max_bits, 10):
+                if similarity(stored[position][2], page.minhash) >= NEAR_DUPLICATE_JACCARD:
+                    original = stored[position][1]
+                    break
+        verdicts.append(original)
+        if original is None:
+            exact[page.text_hash] = page.url
+            stored.append((fingerprint, page.url, page.minhash))
+    return verdicts
+
+
+def _two_originals_near_a_third(rng: random.Random, groups: int) -> list[PageRecord]:
+    """Texts A and B, each 5 words from C (J ~0.93 with C), 10 from each other (J
+    ~0.86: both originals), then C itself: two candidates confirm, and which one C
+    is a duplicate of depends on their order."""
+    vocabulary = [f"w{i}" for i in range(3000)]
+    pages = []
+    for group in range(groups):
+        middle = [rng.choice(vocabulary) for _ in range(400)]
+        sites = rng.sample(range(400), 10)
+        for name, edits in (("a", sites[:5]), ("b", sites[5:]), ("c", [])):
+            text = [f"edit{site}" if site in edits else word for site, word in enumerate(middle)]
+            pages.append(fingerprinted(f"http://t.test/{group}/{name}", f"<p>{' '.join(text)}</p>"))
+    return pages
+
+
+def test_verdicts_on_the_benchmark_web_equal_a_brute_force_scan() -> None:
+    """The crawl benchmark's pages (one template, a 70-word vocabulary: clustered
+    SimHashes), and copies of some with one word changed or none, in crawl order;
+    then pages with two confirmed candidates."""
+    site, rng = Site(SiteSpec(hosts=60, pages=25)), random.Random(11)
+    pages = []
+    for n in range(25):
+        for i in range(site.spec.hosts):
+            response = site.page(i, f"/p/{n}.html")
+            assert response is not None
+            html = response.body.decode()
+            pages.append(fingerprinted(f"{site.base(i)}/p/{n}.html", html))
+            if rng.random() < 0.2:  # a mirror: the same page, or one word changed
+                word = rng.choice(html.split("<p>", 1)[1].split()[:6]).strip(".")
+                copy = html.replace(word, "zqxedited", 1) if rng.random() < 0.7 else html
+                pages.append(fingerprinted(f"http://mirror.test/{i}/{n}/{len(pages)}", copy))
+    pages += _two_originals_near_a_third(random.Random(12), 30)
+    expected = _brute_force_verdicts(pages)
+    assert list(checked(ContentDedup(), pages).values()) == expected
+    text_of = {page.url: page.text_hash for page in pages}
+    flagged = [(p.text_hash, text_of[v]) for p, v in zip(pages, expected, strict=True) if v]
+    assert sum(mine == theirs for mine, theirs in flagged) > 30  # exact copies
+    assert sum(mine != theirs for mine, theirs in flagged) > 100  # near-duplicates

@@ -234,3 +234,86 @@ def test_candidates_within_2k_plus_1_bits_are_all_found_and_farther_ones_often()
         rng = random.Random(_)
         query = _flip(stored, rng.sample(range(64), rng.randint(0, 7)))
         assert index.candidates(query, 7) == [0]
+
+
+# --- candidates against a brute-force scan -----------------------------------------
+
+
+def _block_masks(k: int) -> list[int]:
+    """The index's k+1 contiguous blocks, lowest bits first, the first ones wider by one."""
+    masks, shift = [], 0
+    for i in range(k + 1):
+        width = 64 // (k + 1) + (1 if i < 64 % (k + 1) else 0)
+        masks.append(((1 << width) - 1) << shift)
+        shift += width
+    return masks
+
+
+def _brute_force_candidates(stored: list[int], query: int, k: int, max_bits: int) -> list[int]:
+    """What ``candidates`` promises, by scanning everything: within ``max_bits`` and
+    within one bit of the query in some block; closest first, then first added."""
+    masks = _block_masks(k)
+    found = [
+        (hamming(fingerprint, query), position)
+        for position, fingerprint in enumerate(stored)
+        if hamming(fingerprint, query) <= max_bits
+        and any(((fingerprint ^ query) & mask).bit_count() <= 1 for mask in masks)
+    ]
+    return [position for _, position in sorted(found)]
+
+
+def _clustered(rng: random.Random, count: int, centres: int, max_flips: int) -> list[int]:
+    """Fingerprints in a few tight clusters (the benchmark web's one template), some
+    repeated, a few random: long buckets, many candidates, ties."""
+    middles = [rng.getrandbits(64) for _ in range(centres)]
+    out: list[int] = []
+    for _ in range(count):
+        roll = rng.random()
+        if roll < 0.05 and out:
+            out.append(rng.choice(out))  # the same fingerprint again
+        elif roll < 0.1:
+            out.append(rng.getrandbits(64))
+        else:
+            middle = rng.choice(middles)
+            out.append(_flip(middle, rng.sample(range(64), rng.randint(0, max_flips))))
+    return out
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
+def test_candidates_equal_a_brute_force_scan_on_clustered_fingerprints(k: int) -> None:
+    """Looked up between adds, as ContentDedup does, over several thousand adds so that
+    whatever the index does as it grows is crossed; queries near and far."""
+    rng = random.Random(100 + k)
+    fingerprints = _clustered(rng, 5000, centres=6, max_flips=12)
+    index, stored = SimHashIndex(k), []
+    for position, fingerprint in enumerate(fingerprints):
+        if position % 7 == 0:
+            query = _flip(fingerprint, rng.sample(range(64), rng.randint(0, 3)))
+            max_bits = rng.choice([0, 3, 2 * k + 1, 10, 14])
+            assert index.candidates(query, max_bits) == _brute_force_candidates(
+                stored, query, k, max_bits
+            ), (position, query, max_bits)
+        index.add(fingerprint, str(position))
+        stored.append(fingerprint)
+    keyed = [(fingerprint, str(position)) for position, fingerprint in enumerate(stored)]
+    for query in [rng.getrandbits(64) for _ in range(50)] + fingerprints[-50:]:
+        assert index.candidates(query, 10) == _brute_force_candidates(stored, query, k, 10)
+        assert index.find(query) == _brute_force(keyed, query, k)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    middle=st.integers(0, 2**64 - 1),
+    flips=st.lists(st.lists(st.integers(0, 63), max_size=12), min_size=1, max_size=60),
+    query_flips=st.lists(st.integers(0, 63), max_size=12),
+    k=st.integers(0, 5),
+    max_bits=st.integers(0, 16),
+)
+def test_candidates_equal_a_brute_force_scan(
+    middle: int, flips: list[list[int]], query_flips: list[int], k: int, max_bits: int
+) -> None:
+    stored = [_flip(middle, bits) for bits in flips]
+    index = SimHashIndex(k)
+    index.load((fingerprint, str(i)) for i, fingerprint in enumerate(stored))
+    query = _flip(middle, query_flips)
+    assert index.candidates(query, max_bits) == _brute_force_candidates(stored, query, k, max_bits)
