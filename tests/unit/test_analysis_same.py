@@ -1,0 +1,139 @@
+"""A page analysed in a parser process gets the same Analysis as inline.
+
+The crawl sends pages to the parser processes and takes their analyses back in
+whatever shape is cheapest to move (analysis.py); the inline path
+(``--parse-processes 0``) builds the records directly. Every field must agree:
+the page row (title, text, hashes, canonical, robots meta, errors), the
+followable links as crawl requests, and the rejected links by reason. The pages:
+every document of the generated test web (HTML, sitemaps, robots.txt, binary
+files) and hostile ones shaped like tests/e2e/hostile_server.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import random
+
+import pytest
+
+from tests.e2e.hostile_server import FRENCH
+from tests.e2e.hostile_server import page as hostile_page
+from trawler.analysis import Analysis, AnalysisPool, analyse
+from trawler.config import CrawlConfig
+from trawler.dedup import url_fingerprint
+from trawler.outcome import REDIRECT_ELSEWHERE
+from trawler.records import CrawlRequest, FetchResult, Hop
+from trawler.sitegen import Site, SiteSpec
+from trawler.urls import host_key
+
+pytestmark = pytest.mark.timeout(120)
+Page = tuple[CrawlRequest, FetchResult]
+HOST = "a.test"
+
+
+def fetched(url: str, body: bytes, content_type: str | None = "text/html", **more) -> Page:
+    """A page as the fetcher hands it over, with the headers a server sends."""
+    headers = [("Server", "nginx"), ("Content-Length", str(len(body))), ("X-Extra", "1")]
+    headers += more.pop("headers", [])
+    result = FetchResult(url, more.pop("final_url", url), more.pop("status", 200), headers,
+                         content_type, more.pop("charset", None), body, body,
+                         request_headers=[("User-Agent", "Trawler")], ip_address="127.0.0.1",
+                         started_at=1_700_000_000.5, duration_s=0.0123456789, **more)  # fmt: skip
+    request = CrawlRequest(url, 1, "http://a.test/parent", host_key(url), url_fingerprint(url),
+                           attempts=1)  # fmt: skip
+    return request, result
+
+
+def site_pages() -> list[Page]:
+    """Every document of a small generated web (trawler.sitegen), as crawled."""
+    site = Site(SiteSpec(hosts=2, pages=12, port=8800))
+    out = []
+    for i in range(2):
+        for path in site.paths(i):
+            answer = site.page(i, path)
+            assert answer is not None
+            media, _, charset = answer.content_type.partition("; charset=")
+            request, result = fetched(site.base(i) + path, answer.body, media,
+                                      charset=charset or None)  # fmt: skip
+            if path == "/sitemap.xml":
+                request.kind = "sitemap"
+            out.append((request, result))
+    return out
+
+
+def hostile_pages() -> list[Page]:
+    malformed = (
+        b"<html><head><title>Broken page</title><body><div><p>unclosed <b><i>tags</b>"
+        b"<table><tr><td><a href='/canary/from-malformed-1'>one<td><a href=/canary/from-"
+        b"malformed-2>two</table></div></span></p><<<>>>&&&;<a href=></a><!-- never closed"
+    )
+    title = "Café crème"
+    utf16 = codecs.BOM_UTF16_LE + hostile_page(title).decode().encode("utf-16-le")
+    many = b"<title>many</title>" + b"".join(b"<a href=m/%d>." % i for i in range(6_000))
+    odd = hostile_page("odd", "../../../../dotdot", "/with space", "/ünïcödé?q=ü", "/%7Etilde",
+                       "http://bücher.example/", "http://☃.example/snow", "mailto:x@y.z",
+                       "/p?utm_source=x&b=2&a=1#frag", "//a.test/scheme-relative",
+                       "http://b.test/elsewhere", "/cal/2031/01/01",
+                       "javascript:void(0)")  # fmt: skip
+    meta = (b"<html><head><base href='http://a.test/base/'><meta name=robots content='noindex'>"
+            b"<meta name=trawler content='max-snippet: 20'><link rel=canonical href=other>"
+            b"<meta name=description content='  a   b '><meta name=keywords content=k></head>"
+            b"<body><nav>menu</nav><main>the <b>main</b> text</main><a href=x rel=nofollow>x</a>"
+            b"<a href=y>y</a><svg><title>not it</title></svg></body></html>")  # fmt: skip
+    u = "http://a.test/"
+    return [
+        fetched(u + "malformed", malformed),
+        fetched(u + "cp1252", hostile_page(title).decode().encode("cp1252"), charset="utf-8"),
+        fetched(u + "long-cp1252", hostile_page(title, extra=FRENCH * 20).decode().encode("cp1252"),
+                charset="bogus"),  # fmt: skip
+        fetched(u + "sjis", '<meta charset="shift_jis"><title>日本語</title><p>こんにちは'.encode(
+            "shift_jis")),  # fmt: skip
+        fetched(u + "utf16", utf16),
+        fetched(u + "binary", b"\x89PNG\r\n" + random.Random(7).randbytes(5_000)),
+        fetched(u + "many", many),
+        fetched(u + "odd/deep/links", odd),
+        fetched(u + "meta", meta, headers=[("Link", '<http://a.test/h>; rel="canonical"')]),
+        fetched(u + "header-nofollow", hostile_page("h", "/a", "/b"),
+                headers=[("X-Robots-Tag", "nofollow"), ("x-robots-tag", "otherbot: noindex")]),
+        fetched(u + "header-canonical", hostile_page("c", "/a"),
+                headers=[("link", "<../canon>; rel=canonical")]),  # fmt: skip
+        fetched(u + "sniffed", hostile_page("no type", "/s"), None),
+        fetched(u + "plain", hostile_page("text/plain", "/t"), "text/plain"),
+        fetched(u + "frameset", b"<html><frameset><frame src=/f></frameset></html>"),
+        fetched(u + "deep", ("<div>" * 21_000).encode()),  # parse_too_complex (htmlbound.py)
+        fetched(u + "redirected", hostile_page("moved", "/r"), final_url="http://a.test/final/"),
+        fetched(u + "404", hostile_page("not found", "/n"), status=404),
+        fetched(u + "timeout", b"<p>partial", error="timeout", error_detail="no body in time"),
+        fetched(u + "elsewhere", b"<p>moved", status=200, error=REDIRECT_ELSEWHERE,
+                final_url="http://b.test/", redirects=[Hop(u + "elsewhere", 301, "http://b.test/")]),
+    ]  # fmt: skip
+
+
+async def pooled(pages: list[Page], config: CrawlConfig) -> list[Analysis]:
+    pool = AnalysisPool(config, 1)
+    pool.start([HOST, "127.0.1.1:8800", "127.0.1.2:8800"])
+    try:
+        return list(await asyncio.gather(*(pool.analyse(*page) for page in pages)))
+    finally:
+        pool.close()
+
+
+def inline(pages: list[Page], config: CrawlConfig) -> list[Analysis]:
+    pool = AnalysisPool(config, 0)
+    pool.start([HOST, "127.0.1.1:8800", "127.0.1.2:8800"])
+    return [analyse(pool.analyser, *page) for page in pages]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [CrawlConfig(), CrawlConfig(max_links_per_page=100, max_depth=2, robots_agent="otherbot")],
+    ids=["defaults", "options"],
+)
+def test_pages_analysed_in_a_parser_process_as_inline(config: CrawlConfig) -> None:
+    pages = site_pages() + hostile_pages()
+    expected = inline(pages, config)
+    got = asyncio.run(pooled(pages, config))
+    assert any(a.requests for a in expected) and any(a.outcome.page.simhash for a in expected)
+    for (request, _), want, have in zip(pages, expected, got, strict=True):
+        assert have == want, request.url
