@@ -59,6 +59,9 @@ class Analysis:
     outcome: Outcome  # the page row; outcome.links emptied (the requests below replace them)
     requests: list[CrawlRequest]  # followable links in scope, not traps; robots not yet checked
     rejected: dict[str, int]  # links left out, by reason
+    # The page's canonical URL, normalised, when it is another URL than the page's
+    # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
+    canonical_elsewhere: str | None = None
 
 
 @dataclass(slots=True)
@@ -119,7 +122,23 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     rejected = dict(links.rejected)
     links.rejected.clear()
     outcome.links = []
-    return Analysis(outcome, requests, rejected)
+    elsewhere = _canonical_elsewhere(links.normalise, outcome.page, request)
+    return Analysis(outcome, requests, rejected, elsewhere)
+
+
+def _canonical_elsewhere(
+    normalise: Normaliser, page: PageRecord, request: CrawlRequest
+) -> str | None:
+    """A page whose canonical URL is another one is a duplicate of it. Normalised
+    here, not in the loop: most pages name themselves, and then nothing is left
+    for the loop to do."""
+    if page.canonical is None:
+        return None
+    canonical = normalise(page.canonical)
+    if canonical is None or canonical in (request.url, normalise(page.final_url)):
+        return None
+    page.duplicate_of = canonical
+    return canonical
 
 
 # What a parser process gets of a page: the fields page_outcome reads, as tuples (no
@@ -197,13 +216,14 @@ _page_values = attrgetter(*_PAGE_FIELDS)
 def _flatten(analysis: Analysis) -> tuple:
     requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
     page = _page_values(analysis.outcome.page)
-    return page, analysis.outcome.redirect_to, requests, analysis.rejected
+    outcome = analysis.outcome
+    return page, outcome.redirect_to, requests, analysis.rejected, analysis.canonical_elsewhere
 
 
 def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected = flat
+    page_values, redirect_to, requests, rejected, elsewhere = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected)
+    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]

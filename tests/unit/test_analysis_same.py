@@ -25,7 +25,7 @@ from trawler.dedup import url_fingerprint
 from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.records import CrawlRequest, FetchResult, Hop
 from trawler.sitegen import Site, SiteSpec
-from trawler.urls import host_key
+from trawler.urls import Normaliser, host_key
 
 pytestmark = pytest.mark.timeout(120)
 Page = tuple[CrawlRequest, FetchResult]
@@ -82,6 +82,8 @@ def hostile_pages() -> list[Page]:
             b"<body><nav>menu</nav><main>the <b>main</b> text</main><a href=x rel=nofollow>x</a>"
             b"<a href=y>y</a><svg><title>not it</title></svg></body></html>")  # fmt: skip
     u = "http://a.test/"
+    own = '<link rel=canonical href="/self?a=2&amp;b=1&amp;utm_source=x#top">'
+    final = '<link rel=canonical href="HTTP://A.TEST:80/final">'
     return [
         fetched(u + "malformed", malformed),
         fetched(u + "cp1252", hostile_page(title).decode().encode("cp1252"), charset="utf-8"),
@@ -98,6 +100,9 @@ def hostile_pages() -> list[Page]:
                 headers=[("X-Robots-Tag", "nofollow"), ("x-robots-tag", "otherbot: noindex")]),
         fetched(u + "header-canonical", hostile_page("c", "/a"),
                 headers=[("link", "<../canon>; rel=canonical")]),  # fmt: skip
+        fetched(u + "self?b=1&a=2", hostile_page("s", extra=own),
+                headers=[("Link", "</self?a=2&b=1&utm_source=x>; rel=canonical")]),
+        fetched(u + "moved-here", hostile_page("m", extra=final), final_url=u + "final"),
         fetched(u + "sniffed", hostile_page("no type", "/s"), None),
         fetched(u + "plain", hostile_page("text/plain", "/t"), "text/plain"),
         fetched(u + "frameset", b"<html><frameset><frame src=/f></frameset></html>"),
@@ -137,3 +142,21 @@ def test_pages_analysed_in_a_parser_process_as_inline(config: CrawlConfig) -> No
     assert any(a.requests for a in expected) and any(a.outcome.page.simhash for a in expected)
     for (request, _), want, have in zip(pages, expected, got, strict=True):
         assert have == want, request.url
+
+
+def test_canonical_elsewhere_as_the_crawl_loop_found_it() -> None:
+    """The loop used to normalise every page's canonical URL (discovery.py); now the
+    analysis does, and says the same: a duplicate of another URL, or none."""
+    config = CrawlConfig()
+    pages = site_pages() + hostile_pages()
+    normalise = Normaliser(config.tracking_params)
+    verdicts = []
+    for (request, _), analysis in zip(pages, inline(pages, config), strict=True):
+        page = analysis.outcome.page
+        canonical = normalise(page.canonical) if page.canonical is not None else None
+        own = (request.url, normalise(page.final_url))
+        expected = None if canonical is None or canonical in own else canonical
+        assert (analysis.canonical_elsewhere, page.duplicate_of) == (expected, expected)
+        verdicts.append((page.canonical is not None, expected is not None))
+    assert (True, True) in verdicts and (True, False) in verdicts
+    assert verdicts.count((True, False)) > len(site_pages()) // 2  # most name themselves
