@@ -16,14 +16,19 @@ import codecs
 import random
 
 import pytest
+from selectolax.lexbor import LexborHTMLParser
 
 from tests.e2e.hostile_server import FRENCH
 from tests.e2e.hostile_server import page as hostile_page
-from trawler.analysis import Analysis, AnalysisPool, analyse
+from trawler import parse
+from trawler.analysis import Analysis, AnalysisPool, analyse, is_parsed
+from trawler.charset import decode_html
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
 from trawler.outcome import REDIRECT_ELSEWHERE
-from trawler.records import CrawlRequest, FetchResult, Hop
+from trawler.parse import parse_html
+from trawler.records import CrawlRequest, FetchResult, Hop, ParsedPage
+from trawler.resolve import Resolver
 from trawler.sitegen import Site, SiteSpec
 from trawler.urls import Normaliser, host_key
 
@@ -160,3 +165,38 @@ def test_canonical_elsewhere_as_the_crawl_loop_found_it() -> None:
         verdicts.append((page.canonical is not None, expected is not None))
     assert (True, True) in verdicts and (True, False) in verdicts
     assert verdicts.count((True, False)) > len(site_pages()) // 2  # most name themselves
+
+
+def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage:
+    """What parse_html read from a page before it found the elements in one walk:
+    one css() query per kind of element, as parse.py did."""
+    text, _ = decode_html(body, charset)
+    tree = LexborHTMLParser(text.encode("utf-8", "replace"))
+    page = ParsedPage()
+    page.base_href = parse._base_href(tree.css("base[href]")[:1], url)
+    resolver = Resolver(page.base_href or url)
+    page.links = parse._links(tree.css("a[href], area[href]"), resolver, 100_000)
+    page.canonical = parse._canonical(tree.css("link[rel][href]"), resolver)
+    parse._read_meta(tree.css("meta[name]"), page, "trawler")
+    return page
+
+
+def test_elements_found_in_one_walk_as_with_one_query_each() -> None:
+    extra = [
+        fetched("http://a.test/mixed", b"<base><base href=/b1/><base href=/b2/><map><area href=x>"
+                b"</map><a href=y>y</a><svg><a href=z>z</a><title>t</title></svg><area href=w>"
+                b"<link rel=canonical><link rel='Alternate CANONICAL' href=c1><link rel=canonical "
+                b"href=c2><template><a href=t></a></template><meta name=A content=1><meta name>"
+                b"<meta name=ROBOTS content=noindex><meta name=description content=' d  e '>"),
+        fetched("http://a.test/none", b"plain words, no markup"),
+    ]  # fmt: skip
+    for request, result in site_pages() + hostile_pages() + extra:
+        if not is_parsed(result):
+            continue
+        page = parse_html(result.body, result.final_url, result.charset, 100_000)
+        if page.error is not None:
+            continue
+        before = one_query_per_kind(result.body, result.final_url, result.charset)
+        read = ("base_href", "links", "canonical", "description", "keywords", "meta_robots")
+        for name in read:
+            assert getattr(page, name) == getattr(before, name), (request.url, name)
