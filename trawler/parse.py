@@ -26,6 +26,7 @@ from trawler.resolve import Resolver
 # Elements whose content a browser does not render as page text.
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "noembed"]
 _BOILERPLATE_TAGS = ["nav", "header", "footer", "aside"]
+_MAIN_PARTS = "main, article, " + ", ".join(_BOILERPLATE_TAGS)
 _VALUED_DIRECTIVES = frozenset(
     {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
 )
@@ -143,14 +144,29 @@ def _visible_text(tree: LexborHTMLParser) -> str:
 def _main_text(tree: LexborHTMLParser, text: str) -> str:
     """The page's own content: <main> (or the one <article>) if marked up, else the
     visible text without site-wide blocks, so template changes do not hide duplicates."""
-    main = tree.css_first("main") or _only(tree.css("article"))
+    main, articles, boilerplate = _main_parts(tree)
+    main = main or _only(articles)
     if main is not None:
         return " ".join(main.text(separator=" ").split())
-    if tree.css_first("nav, header, footer, aside") is None:
+    if not boilerplate:
         return text
     tree.strip_tags(_BOILERPLATE_TAGS, recursive=True)
     body = tree.body
     return " ".join(body.text(separator=" ").split()) if body is not None else ""
+
+
+def _main_parts(tree: LexborHTMLParser) -> tuple[LexborNode | None, list[LexborNode], bool]:
+    """The first <main>, the <article>s, whether any site-wide block: one walk."""
+    main, articles, boilerplate = None, [], False
+    for node in tree.css(_MAIN_PARTS):
+        tag = (node.tag or "").lower()
+        if tag == "main":
+            main = main or node
+        elif tag == "article":
+            articles.append(node)
+        else:
+            boilerplate = True
+    return main, articles, boilerplate
 
 
 def _only(nodes: list[LexborNode]) -> LexborNode | None:

@@ -169,7 +169,8 @@ def test_canonical_elsewhere_as_the_crawl_loop_found_it() -> None:
 
 def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage:
     """What parse_html read from a page before it found the elements in one walk:
-    one css() query per kind of element, as parse.py did."""
+    one css() query per kind of element, as parse.py did (and still does for the
+    text and the title)."""
     text, _ = decode_html(body, charset)
     tree = LexborHTMLParser(text.encode("utf-8", "replace"))
     page = ParsedPage()
@@ -178,6 +179,17 @@ def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage
     page.links = parse._links(tree.css("a[href], area[href]"), resolver, 100_000)
     page.canonical = parse._canonical(tree.css("link[rel][href]"), resolver)
     parse._read_meta(tree.css("meta[name]"), page, "trawler")
+    page.text = parse._visible_text(tree)
+    main = tree.css_first("main") or parse._only(tree.css("article"))
+    if main is not None:
+        page.main_text = " ".join(main.text(separator=" ").split())
+    elif tree.css_first("nav, header, footer, aside") is None:
+        page.main_text = page.text
+    else:
+        tree.strip_tags(["nav", "header", "footer", "aside"], recursive=True)
+        page.main_text = " ".join(tree.body.text(separator=" ").split()) if tree.body else ""
+    title = tree.css_first("title")
+    page.title = parse._collapse(title.text()) if title is not None else None
     return page
 
 
@@ -189,6 +201,11 @@ def test_elements_found_in_one_walk_as_with_one_query_each() -> None:
                 b"href=c2><template><a href=t></a></template><meta name=A content=1><meta name>"
                 b"<meta name=ROBOTS content=noindex><meta name=description content=' d  e '>"),
         fetched("http://a.test/none", b"plain words, no markup"),
+        fetched("http://a.test/main", b"<header>h</header><main></main><main>2</main><p>t"),
+        fetched("http://a.test/arts", b"<title>1</title><nav>n</nav><article>a</article><article>"
+                b"b</article><aside><title>2</title></aside>"),
+        fetched("http://a.test/art", b"<footer>f</footer><article>only</article>"),
+        fetched("http://a.test/boiler", b"<body><header><title>in header</title></header>x"),
     ]  # fmt: skip
     for request, result in site_pages() + hostile_pages() + extra:
         if not is_parsed(result):
@@ -197,6 +214,7 @@ def test_elements_found_in_one_walk_as_with_one_query_each() -> None:
         if page.error is not None:
             continue
         before = one_query_per_kind(result.body, result.final_url, result.charset)
-        read = ("base_href", "links", "canonical", "description", "keywords", "meta_robots")
+        read = ("base_href", "links", "canonical", "description", "keywords", "meta_robots",
+                "text", "main_text", "title")  # fmt: skip
         for name in read:
             assert getattr(page, name) == getattr(before, name), (request.url, name)
