@@ -14,7 +14,11 @@ pinned on one page, recorded with its error code and never parsed again.
 ``analyse`` is the one function both paths call: in the worker process
 (``AnalysisPool``) or inline (``--parse-processes 0``). The processes are the
 process's (parsers.py), shared by its jobs; each batch names its job's setup. The robots.txt check
-of the links stays in the loop, which owns the robots cache.
+of the links stays in the loop, which owns the robots cache. Only pages that are
+parsed make the trip (``is_parsed``): an error, a 404 or a PDF costs no parsing,
+and its analysis is cheaper in the loop than the trip. A page goes as a tuple of
+the fields analysed and comes back as tuples (``_item``, ``_flatten``): pickling
+dataclasses cost the crawl process more than the parsing it saved.
 
 Sitemaps are read on a thread (``analyse_sitemap``): a 50,000-URL sitemap
 takes about a second to parse and filter, which froze every host when done on
@@ -273,7 +277,7 @@ class AnalysisPool:
         return self._analyser
 
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
-        if not self._started or not is_parsed(result):
+        if not self._started or not result.body or not is_parsed(result):
             return analyse(self.analyser, request, result)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Analysis] = loop.create_future()

@@ -5,8 +5,8 @@ Why not ``concurrent.futures.ProcessPoolExecutor``: each of its batches went
 through two helper threads in the crawl process (the queue's feeder thread,
 which pickled it, and the result handler, which read the answer), four thread
 wake-ups and a ``call_soon_threadsafe``; all of that competes with the event
-loop for the GIL, and the loop is the crawl's bottleneck (bench/RESULTS.md,
-bench/bench_parsepool.py). Here the loop writes a batch to a non-blocking pipe
+loop for the GIL, and the loop is the crawl's bottleneck (bench/bench_parsepool.py
+measures what is left). Here the loop writes a batch to a non-blocking pipe
 and reads the answer when the pipe is readable: no thread at all.
 
 Messages are framed as ``multiprocessing.connection.Connection`` frames them (a
