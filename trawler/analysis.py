@@ -14,7 +14,11 @@ pinned on one page, recorded with its error code and never parsed again.
 ``analyse`` is the one function both paths call: in the worker process
 (``AnalysisPool``) or inline (``--parse-processes 0``). The processes are the
 process's (parsers.py), shared by its jobs; each batch names its job's setup. The robots.txt check
-of the links stays in the loop, which owns the robots cache.
+of the links stays in the loop, which owns the robots cache. Only pages that are
+parsed make the trip (``is_parsed``): an error, a 404 or a PDF costs no parsing,
+and its analysis is cheaper in the loop than the trip. A page goes as a tuple of
+the fields analysed and comes back as tuples (``_item``, ``_flatten``): pickling
+dataclasses cost the crawl process more than the parsing it saved.
 
 Sitemaps are read on a thread (``analyse_sitemap``): a 50,000-URL sitemap
 takes about a second to parse and filter, which froze every host when done on
@@ -34,11 +38,13 @@ from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from operator import attrgetter
 
 from trawler.config import CrawlConfig
 from trawler.linkfilter import LinkFilter
-from trawler.outcome import Outcome, page_outcome
+from trawler.outcome import HTML_TYPES, Outcome, page_outcome, sniffed_type
+from trawler.parserpipe import ParserBroken
 from trawler.parsers import ParserProcesses, SetupRef, new_pool
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.scope import Scope, TrapRules
@@ -57,6 +63,9 @@ class Analysis:
     outcome: Outcome  # the page row; outcome.links emptied (the requests below replace them)
     requests: list[CrawlRequest]  # followable links in scope, not traps; robots not yet checked
     rejected: dict[str, int]  # links left out, by reason
+    # The page's canonical URL, normalised, when it is another URL than the page's
+    # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
+    canonical_elsewhere: str | None = None
 
 
 @dataclass(slots=True)
@@ -117,14 +126,62 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     rejected = dict(links.rejected)
     links.rejected.clear()
     outcome.links = []
-    return Analysis(outcome, requests, rejected)
+    elsewhere = _canonical_elsewhere(links.normalise, outcome.page, request)
+    return Analysis(outcome, requests, rejected, elsewhere)
 
 
-def analyse_batch(setup: SetupRef, items: list[tuple[CrawlRequest, FetchResult]]) -> list[tuple]:
+def _canonical_elsewhere(
+    normalise: Normaliser, page: PageRecord, request: CrawlRequest
+) -> str | None:
+    """A page whose canonical URL is another one is a duplicate of it. Normalised
+    here, not in the loop: most pages name themselves, and then nothing is left
+    for the loop to do."""
+    if page.canonical is None:
+        return None
+    canonical = normalise(page.canonical)
+    if canonical is None or canonical in (request.url, normalise(page.final_url)):
+        return None
+    page.duplicate_of = canonical
+    return canonical
+
+
+# What a parser process gets of a page: the fields page_outcome reads, as tuples (no
+# dataclasses to pickle), the raw body left out (only the decoded one is parsed).
+PageItem = tuple[tuple, tuple]
+
+
+def _item(request: CrawlRequest, result: FetchResult) -> PageItem:
+    return (
+        (request.url, request.depth, request.parent_url, request.host, request.fp,
+         request.attempts, request.kind, request.lastmod),
+        (result.url, result.final_url, result.status, result.headers, result.content_type,
+         result.charset, result.body, result.started_at, result.duration_s),
+    )  # fmt: skip
+
+
+def _from_item(item: PageItem) -> tuple[CrawlRequest, FetchResult]:
+    request, (url, final_url, status, headers, content_type, charset, body, at, took) = item
+    result = FetchResult(url, final_url, status, headers, content_type, charset, body,
+                         started_at=at, duration_s=took)  # fmt: skip
+    return CrawlRequest(*request), result
+
+
+def is_parsed(result: FetchResult) -> bool:
+    """Whether ``page_outcome`` parses the page (the other branches cost no parsing:
+    those pages are not worth a trip to a parser process)."""
+    return (
+        result.error is None
+        and result.status is not None
+        and 200 <= result.status < 300
+        and sniffed_type(result.content_type, result.body) in HTML_TYPES
+    )
+
+
+def analyse_batch(setup: SetupRef, items: list[PageItem]) -> list[tuple]:
     """``analyse`` for many pages of one job in a parser process, each within the CPU
     limit, answered as plain tuples: unpickling dataclasses in the crawl process cost
     as much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse_limited(setup, request, result)) for request, result in items]
+    return [_flatten(analyse_limited(setup, *_from_item(item))) for item in items]
 
 
 def analyse_limited(setup: SetupRef, request: CrawlRequest, result: FetchResult) -> Analysis:
@@ -163,13 +220,14 @@ _page_values = attrgetter(*_PAGE_FIELDS)
 def _flatten(analysis: Analysis) -> tuple:
     requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
     page = _page_values(analysis.outcome.page)
-    return page, analysis.outcome.redirect_to, requests, analysis.rejected
+    outcome = analysis.outcome
+    return page, outcome.redirect_to, requests, analysis.rejected, analysis.canonical_elsewhere
 
 
 def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected = flat
+    page_values, redirect_to, requests, rejected, elsewhere = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected)
+    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
@@ -219,12 +277,11 @@ class AnalysisPool:
         return self._analyser
 
     async def analyse(self, request: CrawlRequest, result: FetchResult) -> Analysis:
-        if not self._started or not result.body:
+        if not self._started or not result.body or not is_parsed(result):
             return analyse(self.analyser, request, result)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Analysis] = loop.create_future()
-        lite = replace(result, raw_body=b"")  # the worker needs the decoded body only
-        self._waiting.append((request, lite, future))
+        self._waiting.append((request, result, future))
         if len(self._waiting) >= BATCH_MAX:
             self._submit()
         elif self._timer is None:
@@ -242,14 +299,11 @@ class AnalysisPool:
         batch, self._waiting = self._waiting, []
         if not batch or self._parsers is None:
             return
-        pool = self._parsers.pool  # the current one: another job's batch may have restarted it
-        items = [(request, result) for request, result, _ in batch]
-        done = asyncio.wrap_future(pool.submit(analyse_batch, self._setup, items))
-        done.add_done_callback(lambda finished: self._deliver(pool, batch, finished))
+        items = [_item(request, result) for request, result, _ in batch]
+        done = self._parsers.submit(analyse_batch, self._setup, items)
+        done.add_done_callback(partial(self._deliver, batch))
 
-    def _deliver(
-        self, pool: ProcessPoolExecutor, batch: list[Waiting], finished: asyncio.Future[list]
-    ) -> None:
+    def _deliver(self, batch: list[Waiting], finished: asyncio.Future[list]) -> None:
         if finished.cancelled():
             return
         error = finished.exception()
@@ -258,14 +312,11 @@ class AnalysisPool:
                 if not future.done():
                     future.set_result(_unflatten(flat))
             return
-        if not isinstance(error, BrokenProcessPool):
+        if not isinstance(error, ParserBroken):
             for _, _, future in batch:  # a bug: delivered to the pages' tasks
                 if not future.done():
                     future.set_exception(error)
             return
-        assert self._parsers is not None
-        if self._parsers.broken(pool):  # other batches on the same pool break too: once
-            log.error("page analysis crashed in a batch of %d pages; restarted it", len(batch))
         self._suspects.extend(batch)
         if self._isolating is None or self._isolating.done():
             self._isolating = asyncio.ensure_future(self._isolate())
@@ -287,9 +338,10 @@ class AnalysisPool:
             self._alone = new_pool(1)
             await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
         started = time.monotonic()
+        lite = replace(result, raw_body=b"")  # the process needs the decoded body only
         try:
             return await loop.run_in_executor(
-                self._alone, analyse_limited, self._setup, request, result
+                self._alone, analyse_limited, self._setup, request, lite
             )
         except BrokenProcessPool:
             self._alone.shutdown(wait=False, cancel_futures=True)

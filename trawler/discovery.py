@@ -81,8 +81,8 @@ class Discovery:
             discovered += await self._sitemap(request, result, page)
         if analysis.outcome.redirect_to is not None:
             discovered += self.alias_request(analysis.outcome.redirect_to, request)
-        if page.canonical is not None:
-            discovered += self._canonical(page, request)
+        if analysis.canonical_elsewhere is not None:  # then page.duplicate_of too
+            discovered += self._alias(analysis.canonical_elsewhere, request)
         unit.page = page
         if self.blocklist.active:
             discovered = self._not_blocked(discovered)
@@ -93,7 +93,11 @@ class Discovery:
     def alias_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:
         """Another name for this page (redirect target, canonical URL), at the same depth."""
         url = self.normalise(target)
-        if url is None or self.links.reject_reason(url) is not None:
+        return [] if url is None else self._alias(url, request)
+
+    def _alias(self, url: str, request: CrawlRequest) -> list[CrawlRequest]:
+        """``alias_request`` of a normalised URL."""
+        if self.links.reject_reason(url) is not None:
             return []
         return [self.links.request(url, request.depth, request.url)]
 
@@ -106,14 +110,6 @@ class Discovery:
         self.counters.update(found.counters)
         self.links.rejected.update(found.rejected)
         return self.links.robots_checked(found.requests)
-
-    def _canonical(self, page: PageRecord, request: CrawlRequest) -> list[CrawlRequest]:
-        """A page whose canonical URL is another one is a duplicate of it; crawl that URL."""
-        canonical = self.normalise(page.canonical or "")
-        if canonical is None or canonical in (request.url, self.normalise(page.final_url)):
-            return []
-        page.duplicate_of = canonical
-        return self.alias_request(canonical, request)
 
     def _not_blocked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
         blocks = self.blocklist.blocks

@@ -63,11 +63,12 @@ class LinkFilter:
             if url in batch_seen:
                 continue
             batch_seen.add(url)
-            reason = self.reject_reason(url)
+            host = host_key(url)  # once: the scope and the request both need it
+            reason = self.reject_reason(url, host)
             if reason is not None:
                 self.rejected[reason] += 1
                 continue
-            out.append(self.request(url, depth, parent_url))
+            out.append(CrawlRequest(url, depth, parent_url, host, url_fingerprint(url)))
         return out
 
     def robots_checked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
@@ -80,9 +81,9 @@ class LinkFilter:
                 kept.append(request)
         return kept
 
-    def reject_reason(self, url: str) -> str | None:
-        """Why a normalised URL is not to be crawled, or None."""
-        if not self.scope.allows(url):
+    def reject_reason(self, url: str, host: str | None = None) -> str | None:
+        """Why a normalised URL is not to be crawled, or None; ``host``: its host_key."""
+        if not self.scope.allows(url, host):
             return "out_of_scope"
         reason = self.traps.reject_reason(url)
         if reason is not None:

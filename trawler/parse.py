@@ -26,10 +26,15 @@ from trawler.resolve import Resolver
 # Elements whose content a browser does not render as page text.
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "noembed"]
 _BOILERPLATE_TAGS = ["nav", "header", "footer", "aside"]
+_MAIN_PARTS = "main, article, " + ", ".join(_BOILERPLATE_TAGS)
 _VALUED_DIRECTIVES = frozenset(
     {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
 )
 _USER_AGENT_TOKEN = re.compile(r"[a-z0-9_.*-]+")
+# Every element read before the text, found in one walk of the tree: each css()
+# call parses its selector and walks the whole document (~10 µs a page each).
+_ELEMENTS = "a[href], area[href], base[href], link[rel][href], meta[name]"
+_GROUP = {"a": "a", "area": "a", "base": "base", "link": "link", "meta": "meta"}
 
 
 def parse_html(
@@ -50,11 +55,12 @@ def parse_html(
         return ParsedPage(charset=charset, error="parse_too_complex")
     tree = LexborHTMLParser(utf8)
     page = ParsedPage(charset=charset)
-    page.base_href = _base_href(tree, url)
+    elements = _elements(tree)
+    page.base_href = _base_href(elements["base"], url)
     resolver = Resolver(page.base_href or url)
-    page.links = _links(tree, resolver, max_links)
-    page.canonical = _canonical(tree, resolver)
-    _read_meta(tree, page, agent_token.lower())
+    page.links = _links(elements["a"], resolver, max_links)
+    page.canonical = _canonical(elements["link"], resolver)
+    _read_meta(elements["meta"], page, agent_token.lower())
     page.text = _visible_text(tree)  # mutates the tree: must come last but two
     page.main_text = _main_text(tree, page.text)
     title = tree.css_first("title")  # after removing <svg>, whose <title> is no page title
@@ -69,19 +75,28 @@ def _collapse(text: str | None) -> str | None:
     return " ".join(text.split()) or None
 
 
-def _base_href(tree: LexborHTMLParser, url: str) -> str | None:
+def _elements(tree: LexborHTMLParser) -> dict[str, list[LexborNode]]:
+    """The ``_ELEMENTS`` by kind ("a" for <a> and <area>), each in document order."""
+    found: dict[str, list[LexborNode]] = {"a": [], "base": [], "link": [], "meta": []}
+    for node in tree.css(_ELEMENTS):
+        group = _GROUP.get((node.tag or "").lower())
+        if group is not None:  # always: the selector matches these tags only
+            found[group].append(node)
+    return found
+
+
+def _base_href(bases: list[LexborNode], url: str) -> str | None:
     # HTML §4.2.3: the first <base> with an href sets the document base URL.
-    base = tree.css_first("base[href]")
-    if base is None:
+    if not bases:
         return None
-    return Resolver(url).resolve(base.attributes.get("href"))
+    return Resolver(url).resolve(bases[0].attributes.get("href"))
 
 
-def _links(tree: LexborHTMLParser, resolver: Resolver, max_links: int) -> list[Link]:
+def _links(anchors: list[LexborNode], resolver: Resolver, max_links: int) -> list[Link]:
     links: list[Link] = []
     if max_links <= 0:
         return links
-    for node in tree.css("a[href], area[href]"):
+    for node in anchors:
         attributes = node.attributes
         link_url = resolver.resolve(attributes.get("href"))
         if link_url is None:
@@ -93,17 +108,17 @@ def _links(tree: LexborHTMLParser, resolver: Resolver, max_links: int) -> list[L
     return links
 
 
-def _canonical(tree: LexborHTMLParser, resolver: Resolver) -> str | None:
-    for node in tree.css("link[rel][href]"):
+def _canonical(link_elements: list[LexborNode], resolver: Resolver) -> str | None:
+    for node in link_elements:
         attributes = node.attributes
         if "canonical" in (attributes.get("rel") or "").lower().split():
             return resolver.resolve(attributes.get("href"))
     return None
 
 
-def _read_meta(tree: LexborHTMLParser, page: ParsedPage, agent_token: str) -> None:
+def _read_meta(metas: list[LexborNode], page: ParsedPage, agent_token: str) -> None:
     robots: set[str] = set()
-    for node in tree.css("meta[name]"):
+    for node in metas:
         attributes = node.attributes
         name = (attributes.get("name") or "").strip().lower()
         content = attributes.get("content") or ""
@@ -129,14 +144,29 @@ def _visible_text(tree: LexborHTMLParser) -> str:
 def _main_text(tree: LexborHTMLParser, text: str) -> str:
     """The page's own content: <main> (or the one <article>) if marked up, else the
     visible text without site-wide blocks, so template changes do not hide duplicates."""
-    main = tree.css_first("main") or _only(tree.css("article"))
+    main, articles, boilerplate = _main_parts(tree)
+    main = main or _only(articles)
     if main is not None:
         return " ".join(main.text(separator=" ").split())
-    if tree.css_first("nav, header, footer, aside") is None:
+    if not boilerplate:
         return text
     tree.strip_tags(_BOILERPLATE_TAGS, recursive=True)
     body = tree.body
     return " ".join(body.text(separator=" ").split()) if body is not None else ""
+
+
+def _main_parts(tree: LexborHTMLParser) -> tuple[LexborNode | None, list[LexborNode], bool]:
+    """The first <main>, the <article>s, whether any site-wide block: one walk."""
+    main, articles, boilerplate = None, [], False
+    for node in tree.css(_MAIN_PARTS):
+        tag = (node.tag or "").lower()
+        if tag == "main":
+            main = main or node
+        elif tag == "article":
+            articles.append(node)
+        else:
+            boilerplate = True
+    return main, articles, boilerplate
 
 
 def _only(nodes: list[LexborNode]) -> LexborNode | None:

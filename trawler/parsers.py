@@ -6,14 +6,20 @@ parser per spare core, not ten. Each job hands its analysis setup (its config
 and its scope hosts: the link filter depends on both) over once, as a small
 file the processes read the first time a batch of that job reaches them;
 batches carry only its key. The processes start with the first job, and leave
-when the crawler process dies (kill -9 included).
+when the crawler process dies (kill -9 included). Each is a ``ParserPipe``
+(parserpipe.py): the event loop writes its batches and reads its answers, no
+helper thread in between. A process that dies is replaced at once; the batches
+it had not answered fail with ``ParserBroken`` (analysis.py analyses their pages
+again one at a time, to pin the break on one page).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -23,7 +29,14 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
+
+from trawler.parserpipe import ParserPipe, serve
+
+log = logging.getLogger("trawler")
 
 PARENT_CHECK_S = 1.0
 # A job's setup, as the processes find it: (key, path of the file that holds it).
@@ -38,19 +51,34 @@ def default_processes() -> int:
 class ParserProcesses:
     def __init__(self, processes: int) -> None:
         self.processes = processes
-        self._pool: ProcessPoolExecutor | None = None
+        self._pipes: list[ParserPipe] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the pipes
         self._dir: Path | None = None  # the jobs' setup files
 
     def start(self) -> None:
-        """Start the processes (once): before a job's first page, not with it."""
-        if self._pool is None:
-            self._pool = new_pool(self.processes)
+        """Start the processes (once, in the running event loop): before a job's
+        first page, not with it."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new loop (another asyncio.run): new pipes
+            self._close_pipes()
+            self._loop = loop
+        while len(self._pipes) < self.processes:
+            self._pipes.append(ParserPipe(loop, _start_process, self._broken))
 
-    @property
-    def pool(self) -> ProcessPoolExecutor:
+    def submit(self, *message: Any) -> asyncio.Future[Any]:
+        """``(function, *args)`` to the least busy process; the future gets its result,
+        or ParserBroken if the process died first."""
         self.start()
-        assert self._pool is not None
-        return self._pool
+        pipe = min(self._pipes, key=lambda each: len(each.waiting))
+        return pipe.submit(message)
+
+    def _broken(self, pipe: ParserPipe) -> None:
+        """A process died: a new one takes its place (batches already failed)."""
+        log.error("page analysis crashed in a parser process; restarted it")
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+            if self._loop is not None and not self._loop.is_closed():
+                self._pipes.append(ParserPipe(self._loop, _start_process, self._broken))
 
     def register(self, config_json: str, scope_hosts: list[str]) -> SetupRef:
         """Keep a job's analysis setup where the processes can read it; its reference."""
@@ -65,25 +93,37 @@ class ParserProcesses:
             temporary.replace(path)  # whole or absent, for a process reading it
         return key, str(path)
 
-    def broken(self, pool: ProcessPoolExecutor) -> bool:
-        """A batch found ``pool`` broken: start new processes unless done already
-        (every batch on it breaks too). True when this call restarted them."""
-        if pool is not self._pool:
-            return False
-        pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = new_pool(self.processes)
-        return True
-
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._close_pipes()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
+    def _close_pipes(self) -> None:
+        pipes, self._pipes = self._pipes, []
+        for pipe in pipes:
+            pipe.close()
+
+
+def _start_process(inbox: Connection, outbox: Connection) -> BaseProcess:
+    # spawn: a clean child (not a fork of a process with threads and a loop), and a
+    # direct child, so it can tell when the crawler is gone. SIGINT ignored while it
+    # starts: new_pool says why.
+    context = multiprocessing.get_context("spawn")
+    process = context.Process(target=_serve, args=(os.getpid(), inbox, outbox),
+                              name="trawler-parser", daemon=True)  # fmt: skip
+    with _sigint_ignored():
+        process.start()
+    return process
+
+
+def _serve(parent_pid: int, inbox: Connection, outbox: Connection) -> None:
+    start_process(parent_pid)
+    serve(inbox, outbox)
+
 
 def new_pool(processes: int) -> ProcessPoolExecutor:
+    """Processes for ``run_in_executor`` (a suspect page alone: analysis.py)."""
     # spawn: a clean child (not a fork of a process with threads and a loop),
     # and a direct child, so it can tell when the crawler is gone.
     context = multiprocessing.get_context("spawn")

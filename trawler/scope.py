@@ -121,16 +121,16 @@ class Scope:
             resolver = self._resolver or _default_resolver()
             self._allowed.add(resolver.registrable_domain(authority_host(host)))
 
-    def _key(self, url: str) -> str:
-        authority = host_key(url)
+    def _key(self, url: str, host: str | None = None) -> str:
+        authority = host_key(url) if host is None else host
         if self.mode == "host":
             return authority
         resolver = self._resolver or _default_resolver()
         return resolver.registrable_domain(authority_host(authority))
 
-    def allows(self, url: str) -> bool:
-        """True if the normalised ``url`` is in scope."""
-        if self.mode != "any" and self._key(url) not in self._allowed:
+    def allows(self, url: str, host: str | None = None) -> bool:
+        """True if the normalised ``url`` is in scope; ``host``: its host_key, if known."""
+        if self.mode != "any" and self._key(url, host) not in self._allowed:
             return False
         if self._include and not any(p.search(url) for p in self._include):
             return False

@@ -76,3 +76,28 @@ async def test_jobs_share_the_processes_each_with_its_own_scope() -> None:
         job_a.close()
         job_b.close()
         parsers.close()
+
+
+async def test_a_page_that_kills_its_parser_process_costs_that_page_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under the pre-parse bound (htmlbound.py) but ~0.4 s of lexbor: past a 0.1 s CPU
+    limit SIGPROF ends the parser process mid-batch. The other pages of the batch are
+    parsed again, the costly one is recorded as such, and the next pages find a new
+    process."""
+    costly = ("<body>" + "<div>" * 4000 + "<div></div>" * 45_000).encode()
+    pool = AnalysisPool(CrawlConfig(parse_time_limit_s=0.1), 1)
+    pool.start(["a.test"])
+    try:
+        request, result = page(0)
+        result.body = costly
+        batch = [page(1), (request, result), page(2)]
+        found = await asyncio.gather(*(pool.analyse(*each) for each in batch))
+        assert [a.outcome.page.error for a in found] == [None, "parse_too_complex", None]
+        assert [a.outcome.page.title for a in found] == ["1", None, "2"]
+        assert "crashed in a parser process" in caplog.text  # it did die
+        after = await asyncio.wait_for(pool.analyse(*page(3)), 30)
+        assert after.outcome.page.title == "3"
+        assert [r.url for r in after.requests] == ["http://a.test/4"]
+    finally:
+        pool.close()
