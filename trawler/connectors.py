@@ -41,8 +41,16 @@ class DnsError(OSError):
 class HttpPool:
     """Keep-alive HTTP/1.1 connections of one reach, and its DNS cache."""
 
-    def __init__(self, limit: int, allow_private: bool, resolver: AbstractResolver | None) -> None:
-        """``limit``: connections in use at once, 0 for no limit."""
+    def __init__(
+        self,
+        limit: int,
+        allow_private: bool,
+        resolver: AbstractResolver | None,
+        idle_s: float = IDLE_S,
+    ) -> None:
+        """``limit``: connections in use at once, 0 for no limit; ``idle_s``: how
+        long an idle connection is kept."""
+        self._idle_s = idle_s
         self._owns_resolver = resolver is None  # a resolver passed in is its owner's to close
         resolver = resolver or aiohttp.DefaultResolver()
         self._resolver = resolver if allow_private else GuardedResolver(resolver)
@@ -81,7 +89,7 @@ class HttpPool:
         if len(idle) > MAX_IDLE_PER_HOST:
             self._discard(idle.pop(0))  # the oldest: the likeliest to be closed by now
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().call_later(IDLE_S, self._sweep)
+            self._sweeper = asyncio.get_running_loop().call_later(self._idle_s, self._sweep)
 
     async def close(self) -> None:
         self.closed = True
@@ -96,9 +104,12 @@ class HttpPool:
 
     def _reuse(self, key: Key) -> Connection | None:
         idle = self._idle.get(key)
+        if not idle:
+            return None
+        oldest_kept = asyncio.get_running_loop().time() - self._idle_s
         while idle:
             conn = idle.pop()  # LIFO
-            if conn.reusable:
+            if conn.reusable and conn.idle_since > oldest_kept:
                 return conn
             self._discard(conn)
         return None
@@ -171,9 +182,9 @@ class HttpPool:
         return self._ssl
 
     def _sweep(self) -> None:
-        """Close the connections idle past IDLE_S; run again while any stay idle."""
+        """Close the connections idle past idle_s; run again while any stay idle."""
         self._sweeper = None
-        oldest_kept = asyncio.get_running_loop().time() - IDLE_S
+        oldest_kept = asyncio.get_running_loop().time() - self._idle_s
         for key, idle in list(self._idle.items()):
             kept = [c for c in idle if c.reusable and c.idle_since > oldest_kept]
             for conn in idle:
@@ -184,7 +195,7 @@ class HttpPool:
             else:
                 del self._idle[key]
         if self._idle:
-            self._sweeper = asyncio.get_running_loop().call_later(IDLE_S / 3, self._sweep)
+            self._sweeper = asyncio.get_running_loop().call_later(self._idle_s / 3, self._sweep)
 
     def _discard(self, conn: Connection) -> None:
         conn.close()
@@ -192,17 +203,21 @@ class HttpPool:
 
 
 class Connectors:
-    def __init__(self, limit: int = 0, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self, limit: int = 0, resolver: AbstractResolver | None = None, idle_s: float = IDLE_S
+    ) -> None:
         """``limit``: connections in use at once per reach, 0 for no limit;
-        ``resolver`` replaces the system resolver (tests pass a stub)."""
+        ``resolver`` replaces the system resolver (tests pass a stub);
+        ``idle_s``: how long an idle connection is kept."""
         self.limit = limit
         self.resolver = resolver
+        self.idle_s = idle_s
         self._by_reach: dict[bool, HttpPool] = {}
 
     def get(self, allow_private: bool) -> HttpPool:
         pool = self._by_reach.get(allow_private)
         if pool is None or pool.closed:
-            pool = HttpPool(self.limit, allow_private, self.resolver)
+            pool = HttpPool(self.limit, allow_private, self.resolver, self.idle_s)
             self._by_reach[allow_private] = pool
         return pool
 

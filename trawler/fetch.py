@@ -9,6 +9,7 @@ FetchResult; fetch() never raises (except on cancellation).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import re
 import ssl
@@ -16,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from aiohttp import BasicAuth
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
@@ -23,7 +25,7 @@ from trawler.config import CrawlConfig
 from trawler.connectors import Connectors, DnsError, HttpPool, Key
 from trawler.http1 import Connection, ConnectionClosed, ProtocolError, Response
 from trawler.httpcodec import FetchError, decode_body, parse_content_type, parse_retry_after
-from trawler.netguard import PrivateAddressError, check_literal_host
+from trawler.netguard import PrivateAddressError, check_literal_host, looks_like_ip_literal
 from trawler.records import FetchResult, Hop
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_text, safe_url
@@ -202,12 +204,19 @@ class Fetcher:
             raise FetchError("bad_url", f"{url}: no host")
         if not self._config.allow_private:
             check_literal_host(host)  # IP literals never reach the resolver
+        elif looks_like_ip_literal(host):
+            ipaddress.ip_address(host)  # ValueError (bad_url) for e.g. "127.1", as aiohttp
         port = url.port or (443 if scheme == "https" else 80)
         host_header = url.host_port_subcomponent or host
         path = url.raw_path_qs or "/"
         head = f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\n".encode("ascii")
         sent = [("Host", host_header), *self._header_items]
-        return (scheme, host, port), head + self._head_tail, sent
+        tail = self._head_tail
+        if url.raw_user or url.raw_password:  # RFC 9110 §11.6.2, as aiohttp sends it
+            auth = BasicAuth(url.user or "", url.password or "").encode()
+            sent.append(("Authorization", auth))
+            tail = tail[:-2] + f"Authorization: {auth}\r\n\r\n".encode("latin-1")
+        return (scheme, host, port), head + tail, sent
 
 
 def _location(resp: Response) -> str | None:

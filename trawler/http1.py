@@ -161,8 +161,11 @@ class Connection(asyncio.Protocol):
             return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(ProtocolError("the server switched protocols"))
+        except httptools.HttpParserUpgrade:  # 101: a response without a body, and the end
+            self._reusable = False
+            if self._stage == _BODY:
+                self._stage, self._active = _DONE, False
+                self._wake()
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"not an HTTP response: {exc}"))
         except ProtocolError as exc:
@@ -197,14 +200,16 @@ class Connection(asyncio.Protocol):
             return
         parser, response = self._parser, self._response
         status = parser.get_status_code()
-        if 100 <= status < 200:  # RFC 9110 §15.2: an interim response; the real one follows
+        if 100 <= status < 200 and status != 101:  # RFC 9110 §15.2: interim; the real one follows
             response.raw_headers = []
             return
         response.status = status
         response.http_version = parser.get_http_version()
         length = response.header(b"content-length")
         response.content_length = int(length) if length is not None and length.isdigit() else None
-        chunked = response.header(b"transfer-encoding") is not None
+        coding = response.header(b"transfer-encoding")
+        chunked = coding is not None and coding.rstrip().lower().endswith(b"chunked")
+        # RFC 9112 §6.3: neither chunked nor a length: the body ends when the server closes.
         self._read_until_close = response.content_length is None and not chunked
         self._stage = _BODY
         self._wake()
@@ -234,6 +239,9 @@ class Connection(asyncio.Protocol):
         if self._stage == _BODY and self._read_until_close and exc is None:
             self._stage, self._active = _DONE, False
             self._wake()
+            return
+        if self._stage == _HEAD and exc is not None:
+            self._fail(exc)  # reset before the response: an OSError, "connect" (as aiohttp)
             return
         where = "before the response" if self._stage == _HEAD else "mid-body"
         detail = f"server closed the connection {where}"
