@@ -8,6 +8,7 @@ FetchResult; fetch() never raises (except on cancellation).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import ipaddress
 import logging
@@ -128,7 +129,7 @@ class Fetcher:
         result = FetchResult(url=url, final_url=url, started_at=time.time())
         started = time.monotonic()
         try:
-            await self._follow(result, hop_check, on_sent, limits, started)
+            await self._follow(result, hop_check, on_sent, limits)
         except Exception as exc:  # fetch() never raises; CancelledError is not an Exception
             result.error, detail = classify_error(exc)
             result.error_detail = safe_text(" ".join(detail.split()))  # one line
@@ -141,10 +142,10 @@ class Fetcher:
         hop_check: HopCheck | None,
         on_sent: OnSent | None,
         limits: _Limits,
-        started: float,
     ) -> None:
         assert self._pool is not None, "Fetcher.start() was not called"
-        deadline = started + self._config.timeout_s  # one time budget for the whole chain
+        # One time budget for the whole chain, on the loop's clock (the timers' clock).
+        deadline = asyncio.get_running_loop().time() + self._config.timeout_s
         seen = {result.url}
         while True:
             location = await self._request(result, on_sent, limits, deadline)
@@ -168,7 +169,7 @@ class Fetcher:
         url = URL(target, encoded=_ENCODED_URL.match(target) is not None)
         key, request, sent_headers = self._request_head(url)
         config = self._config
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         head_by = now + config.first_byte_timeout_s  # connect, send, and the headers back
         connect_by = min(now + config.connect_timeout_s, deadline)
         conn = await self._pool.connect(key, connect_by, head_by, config.first_byte_timeout_s)

@@ -15,6 +15,7 @@ Pools of these connections are in connectors.py.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from trawler.httpcodec import FetchError
 # As aiohttp's parser: no more headers than this, no longer a header than this.
 MAX_HEADERS = 128
 MAX_FIELD_BYTES = 8190
+MAX_HEAD_BYTES = MAX_HEADERS * MAX_FIELD_BYTES
 
 
 class ConnectionClosed(Exception):
@@ -75,7 +77,8 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._read_until_close = False
-        self._body_limit = 0  # stop reading (pause) past this many body bytes
+        self._body_limit = 0  # wake the reader once the body is past this many bytes
+        self._head_bytes = 0  # received while waiting for the headers
         self._timer: asyncio.TimerHandle | None = None
         self._head_deadline = 0.0
         self._deadline = 0.0
@@ -98,25 +101,27 @@ class Connection(asyncio.Protocol):
     def send(
         self, request: bytes, head_deadline: float, deadline: float, head_timeout_s: float
     ) -> float:
-        """Write ``request``; returns the monotonic time it was handed to the transport.
+        """Write ``request``; returns the time.monotonic() it was handed to the transport.
 
-        ``head_deadline``: the response headers must be in by then (--first-byte-timeout,
-        whose length ``head_timeout_s`` names the error); ``deadline``: the whole response.
+        Deadlines are on the loop's clock. ``head_deadline``: the response headers
+        must be in by then (--first-byte-timeout, whose length ``head_timeout_s``
+        names the error); ``deadline``: the whole response.
         """
         if self._lost or self._transport is None:
             raise ConnectionClosed("connection closed before the request was sent")
         self._response = Response()
         self._active, self._reusable, self._error = True, False, None
         self._stage, self._read_until_close = _HEAD, False
+        self._body_limit = self._head_bytes = 0
         self._head_deadline, self._deadline = head_deadline, deadline
         self._head_timeout_s = head_timeout_s
         self._timer = self._loop.call_at(min(head_deadline, deadline), self._on_timer)
         self._transport.write(request)
-        return self._loop.time()
+        return time.monotonic()  # politeness is measured on this clock
 
     async def read_head(self) -> Response:
         """Wait for the response's status line and headers."""
-        if self._stage == _HEAD and self._error is None:
+        while self._stage == _HEAD and self._error is None:
             await self._wait()
         self._raise_error()
         return self._response
@@ -159,6 +164,11 @@ class Connection(asyncio.Protocol):
         if not self._active:  # bytes nobody asked for: this connection is not to be trusted
             self.close()
             return
+        if self._stage == _HEAD:  # llhttp buffers a header line whole: bound it first
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(ProtocolError("response headers too large"))
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # 101: a response without a body, and the end

@@ -292,3 +292,28 @@ async def test_https_fetch_with_keep_alive(
             r = await f.fetch(f"https://127.0.0.1:{port}/")
             assert r.ok and r.body == PAGE and r.ip_address == "127.0.0.1"
     assert log.connections == 1
+
+
+async def test_endless_header_refused_at_a_bound() -> None:
+    """llhttp keeps a header line whole until it ends: the head is bounded, or a
+    server sending one endless header would fill the memory until the timeout."""
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Endless: ")
+        try:
+            for _ in range(10_000):  # 640 MB at most; the client stops it far sooner
+                writer.write(b"a" * 65536)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        writer.close()
+
+    srv = await asyncio.start_server(endless, "127.0.0.1", 0)
+    try:
+        async with fetcher(timeout_s=20, first_byte_timeout_s=20) as f:
+            r = await f.fetch(f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/")
+    finally:
+        srv.close()
+    assert r.error == "http_error" and "too large" in (r.error_detail or "")
+    assert r.duration_s < 5
