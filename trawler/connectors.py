@@ -5,8 +5,10 @@ netguard.py), so jobs share keep-alive connections and the DNS cache. A pool
 keeps idle connections (http1.Connection) per (scheme, host, port), reuses the
 most recent first (the likeliest still open), never hands out one the server
 closed or asked to close, closes those idle past ``IDLE_S``, and keeps at most
-``MAX_IDLE_PER_HOST`` of a host. Created on the event loop at first use;
-``close()`` once no fetcher uses them.
+``MAX_IDLE_PER_HOST`` of a host. A request is never sent twice: a kept
+connection that turns out closed fails that request (connection_closed), as a
+retry would skip the host's politeness interval. Created on the event loop at
+first use; ``close()`` once no fetcher uses them.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class HttpPool:
         ``connect_by`` (monotonic) and ``head_by`` (when the response headers are due,
         ``head_timeout_s`` after the request began). Give it back with ``release()``."""
         if self._limit is not None:
-            await self._limit.acquire()
+            await self._slot(head_by, head_timeout_s)
         try:
             return self._reuse(key) or await self._open(key, connect_by, head_by, head_timeout_s)
         except BaseException:
@@ -101,6 +103,20 @@ class HttpPool:
             conn.close()
         if self._owns_resolver:
             await self._resolver.close()
+
+    async def _slot(self, head_by: float, head_timeout_s: float) -> None:
+        """One of the ``limit`` connections in use; waiting for it counts toward the
+        request's first-byte deadline (as the wait for aiohttp's connector did)."""
+        assert self._limit is not None
+        if not self._limit.locked():
+            await self._limit.acquire()  # at once
+            return
+        try:
+            async with asyncio.timeout_at(head_by):
+                await self._limit.acquire()
+        except TimeoutError:
+            detail = f"no response headers within {head_timeout_s:g} s"
+            raise FetchError("timeout", detail) from None
 
     def _reuse(self, key: Key) -> Connection | None:
         idle = self._idle.get(key)

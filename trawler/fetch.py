@@ -41,6 +41,7 @@ ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five consecutive
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # A redirect's own body is read (to keep the connection alive) only when this small.
 _DRAIN_MAX_BYTES = 64 * 1024
+_HOSTS_CHECKED_MAX = 100_000  # past it the set of checked hosts starts over
 _ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 
@@ -85,6 +86,7 @@ class Fetcher:
         tail = "".join(f"{k}: {v}\r\n" for k, v in self._headers.items()) + "\r\n"
         self._head_tail = tail.encode("utf-8")
         self._header_items = list(self._headers.items())
+        self._hosts_checked: set[str] = set()
 
     @property
     def profile(self) -> str:
@@ -203,10 +205,8 @@ class Fetcher:
             raise FetchError("bad_url", f"{url}: not an http(s) URL")
         if not host:
             raise FetchError("bad_url", f"{url}: no host")
-        if not self._config.allow_private:
-            check_literal_host(host)  # IP literals never reach the resolver
-        elif looks_like_ip_literal(host):
-            ipaddress.ip_address(host)  # ValueError (bad_url) for e.g. "127.1", as aiohttp
+        if host not in self._hosts_checked:
+            self._check_host(host)
         port = url.port or (443 if scheme == "https" else 80)
         host_header = url.host_port_subcomponent or host
         path = url.raw_path_qs or "/"
@@ -218,6 +218,17 @@ class Fetcher:
             sent.append(("Authorization", auth))
             tail = tail[:-2] + f"Authorization: {auth}\r\n\r\n".encode("latin-1")
         return (scheme, host, port), head + tail, sent
+
+    def _check_host(self, host: str) -> None:
+        """Refuse a forbidden or malformed IP literal; remember the hosts that pass
+        (the check is a pure function of the host, and ipaddress is slow)."""
+        if not self._config.allow_private:
+            check_literal_host(host)  # IP literals never reach the resolver
+        elif looks_like_ip_literal(host):
+            ipaddress.ip_address(host)  # ValueError (bad_url) for e.g. "127.1", as aiohttp
+        if len(self._hosts_checked) >= _HOSTS_CHECKED_MAX:
+            self._hosts_checked.clear()
+        self._hosts_checked.add(host)
 
 
 def _location(resp: Response) -> str | None:

@@ -317,3 +317,10 @@ async def test_endless_header_refused_at_a_bound() -> None:
         srv.close()
     assert r.error == "http_error" and "too large" in (r.error_detail or "")
     assert r.duration_s < 5
+
+
+async def test_connection_limit_holds_over_concurrent_fetches() -> None:
+    async with server(always(OK)) as (port, log), fetcher(Connectors(limit=2)) as f:
+        results = await asyncio.gather(*(f.fetch(f"http://127.0.0.1:{port}/{i}") for i in range(6)))
+    assert all(r.ok for r in results)
+    assert log.connections == 2 and len(log.requests) == 6
