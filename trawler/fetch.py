@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import logging
 import re
+import ssl
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
-import aiohttp
+from aiohttp import BasicAuth
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from trawler.config import CrawlConfig
-from trawler.connectors import Connectors, new_connector
+from trawler.connectors import Connectors, DnsError, HttpPool, Key
+from trawler.http1 import Connection, ConnectionClosed, ProtocolError, Response
 from trawler.httpcodec import FetchError, decode_body, parse_content_type, parse_retry_after
-from trawler.netguard import PrivateAddressError, check_literal_host
+from trawler.netguard import PrivateAddressError, check_literal_host, looks_like_ip_literal
 from trawler.records import FetchResult, Hop
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_text, safe_url
@@ -40,6 +41,7 @@ ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 §2.3.1.2: follow at least five consecutive
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # A redirect's own body is read (to keep the connection alive) only when this small.
 _DRAIN_MAX_BYTES = 64 * 1024
+_HOSTS_CHECKED_MAX = 100_000  # past it the set of checked hosts starts over
 _ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 
@@ -52,44 +54,13 @@ class _Limits:
     truncate: bool = False  # keep the first max_bytes of a longer body instead of failing
 
 
-class _PeerResponse(aiohttp.ClientResponse):
-    """Remembers the peer address: a small body releases the connection before we see it."""
-
-    peername: Any = None
-
-    async def start(self, connection: Any) -> aiohttp.ClientResponse:
-        transport = connection.transport
-        if transport is not None:
-            self.peername = transport.get_extra_info("peername")
-        return await super().start(connection)
-
-
-# The on_sent callback of the request being sent by the current task. A ContextVar
-# (task-local, not shared state) because aiohttp builds the request object itself;
-# cheaper than aiohttp's tracing, which builds a Trace and fires signals per request.
-_on_sent_var: ContextVar[OnSent | None] = ContextVar("trawler_on_sent", default=None)
 # Already percent-encoded (what urls.normalise produces): yarl need not re-encode it.
 _ENCODED_URL = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=%]+\Z")
 
 
-class _TimedRequest(aiohttp.ClientRequest):
-    """Reports when the request line and headers went to the socket.
-
-    With no body, aiohttp writes the buffered headers in ``send()`` itself
-    (``set_eof``), so the time right after it returns is when they left: the
-    closest the client can get to the server's arrival time, and never early.
-    """
-
-    async def send(self, conn: Any) -> aiohttp.ClientResponse:
-        response = await super().send(conn)
-        on_sent = _on_sent_var.get()
-        if on_sent is not None:
-            on_sent(time.monotonic())
-        return response
-
-
 class Fetcher:
-    """Owns one aiohttp ClientSession; start() before fetching, close() after."""
+    """Fetches over the process's HTTP/1.1 pools (http1.py, connectors.py); start()
+    before fetching, close() after."""
 
     def __init__(
         self,
@@ -104,13 +75,18 @@ class Fetcher:
         self._config = config
         self._resolver = resolver
         self._connectors = connectors
-        self._session: aiohttp.ClientSession | None = None
-        self._default_timeout = self._timeout(config.timeout_s)
+        self._own: Connectors | None = None
+        self._pool: HttpPool | None = None
         self._headers = {
             "User-Agent": config.user_agent,
             "Accept": _ACCEPT,
             "Accept-Encoding": "gzip, deflate, br",
         }
+        # Every request's head after its Host line: the same bytes each time.
+        tail = "".join(f"{k}: {v}\r\n" for k, v in self._headers.items()) + "\r\n"
+        self._head_tail = tail.encode("utf-8")
+        self._header_items = list(self._headers.items())
+        self._hosts_checked: set[str] = set()
 
     @property
     def profile(self) -> str:
@@ -123,40 +99,15 @@ class Fetcher:
 
     async def start(self) -> None:
         config, shared = self._config, self._connectors
-        if shared is not None:
-            connector = shared.get(config.allow_private)
-        else:
-            connector = new_connector(config.concurrency, config.allow_private, self._resolver)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            connector_owner=shared is None,
-            headers=self._headers,
-            timeout=self._default_timeout,
-            auto_decompress=False,  # we decode ourselves, to cap the decoded size
-            cookie_jar=aiohttp.DummyCookieJar(),  # no state between pages or hosts
-            request_class=_TimedRequest,
-            response_class=_PeerResponse,
-            trust_env=False,  # never pick up a proxy from the environment
-        )
-        # aiohttp (3.10+) silently sends an idempotent request a second time when
-        # the server closes the connection before answering, on a fresh connection
-        # too. That second request skips the host's politeness interval (the server
-        # sees two requests back to back), so we send each request once and record
-        # connection_closed. No public switch exists; aiohttp's test client uses this.
-        if hasattr(self._session, "_retry_connection"):
-            self._session._retry_connection = False
+        if shared is None:
+            shared = self._own = Connectors(config.concurrency, self._resolver)
+        self._pool = shared.get(config.allow_private)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def _timeout(self, total_s: float) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(
-            total=total_s,
-            sock_connect=self._config.connect_timeout_s,
-            sock_read=self._config.timeout_s,
-        )
+        self._pool = None
+        if self._own is not None:
+            await self._own.close()
+            self._own = None
 
     async def fetch(
         self, url: str, hop_check: HopCheck | None = None, on_sent: OnSent | None = None
@@ -194,12 +145,12 @@ class Fetcher:
         on_sent: OnSent | None,
         limits: _Limits,
     ) -> None:
-        assert self._session is not None, "Fetcher.start() was not called"
-        deadline = time.monotonic() + self._config.timeout_s
-        timeout = None  # the session default covers the first hop
+        assert self._pool is not None, "Fetcher.start() was not called"
+        # One time budget for the whole chain, on the loop's clock (the timers' clock).
+        deadline = asyncio.get_running_loop().time() + self._config.timeout_s
         seen = {result.url}
         while True:
-            location = await self._request(result, on_sent, limits, timeout)
+            location = await self._request(result, on_sent, limits, deadline)
             if location is None:
                 return
             target = _redirect_target(result, location, seen, limits.max_redirects)
@@ -210,71 +161,105 @@ class Fetcher:
                     raise FetchError(reason, f"redirect to {target} refused: {reason}")
             seen.add(target)
             result.final_url = target
-            # One time budget for the whole chain, not one per hop.
-            timeout = self._timeout(max(deadline - time.monotonic(), 0.001))
 
     async def _request(
-        self,
-        result: FetchResult,
-        on_sent: OnSent | None,
-        limits: _Limits,
-        timeout: aiohttp.ClientTimeout | None,
+        self, result: FetchResult, on_sent: OnSent | None, limits: _Limits, deadline: float
     ) -> str | None:
         """One hop. Returns the Location to follow, or None once the final response is read."""
-        assert self._session is not None
+        assert self._pool is not None
         target = result.final_url
         url = URL(target, encoded=_ENCODED_URL.match(target) is not None)
-        if not self._config.allow_private and url.raw_host:
-            check_literal_host(url.raw_host)  # IP literals never reach the resolver
-        _on_sent_var.set(on_sent)
-        resp = await self._first_byte(url, timeout or self._default_timeout)
-        async with resp:
-            _record_response(result, resp)
-            location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
+        key, request, sent_headers = self._request_head(url)
+        config = self._config
+        now = asyncio.get_running_loop().time()
+        head_by = now + config.first_byte_timeout_s  # connect, send, and the headers back
+        connect_by = min(now + config.connect_timeout_s, deadline)
+        conn = await self._pool.connect(key, connect_by, head_by, config.first_byte_timeout_s)
+        try:
+            sent_at = conn.send(request, head_by, deadline, config.first_byte_timeout_s)
+            if on_sent is not None:
+                on_sent(sent_at)
+            resp = await conn.read_head()
+            _record_response(result, resp, sent_headers, conn.peer)
+            location = _location(resp)
             if location is not None:
                 result.redirects.append(Hop(result.final_url, resp.status, location))
                 if resp.content_length is not None and resp.content_length <= _DRAIN_MAX_BYTES:
-                    await resp.read()  # cheap, and keeps the connection reusable
+                    await conn.read_body(_DRAIN_MAX_BYTES)  # cheap, and keeps the connection
                 return location
-            result.raw_body = await _read_body(resp, limits)
-        coding = resp.headers.get("Content-Encoding")
-        result.body = decode_body(result.raw_body, coding, limits.max_bytes, limits.truncate)
+            result.raw_body = await _read_body(conn, resp, limits)
+        finally:
+            conn.finish()
+            self._pool.release(conn)
+        coding = resp.header(b"content-encoding")
+        result.body = decode_body(
+            result.raw_body, _decode(coding) if coding is not None else None,
+            limits.max_bytes, limits.truncate,
+        )  # fmt: skip
         return None
 
-    async def _first_byte(self, url: URL, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        """Send the request and read the response headers, within --first-byte-timeout.
+    def _request_head(self, url: URL) -> tuple[Key, bytes, list[tuple[str, str]]]:
+        """The pool key, the request's bytes and its headers as sent (for the WARC)."""
+        scheme, host = url.scheme, url.raw_host
+        if scheme not in ("http", "https"):
+            raise FetchError("bad_url", f"{url}: not an http(s) URL")
+        if not host:
+            raise FetchError("bad_url", f"{url}: no host")
+        if host not in self._hosts_checked:
+            self._check_host(host)
+        port = url.port or (443 if scheme == "https" else 80)
+        host_header = url.host_port_subcomponent or host
+        path = url.raw_path_qs or "/"
+        head = f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\n".encode("ascii")
+        sent = [("Host", host_header), *self._header_items]
+        tail = self._head_tail
+        if url.raw_user or url.raw_password:  # RFC 9110 §11.6.2, as aiohttp sends it
+            auth = BasicAuth(url.user or "", url.password or "").encode()
+            sent.append(("Authorization", auth))
+            tail = tail[:-2] + f"Authorization: {auth}\r\n\r\n".encode("latin-1")
+        return (scheme, host, port), head + tail, sent
 
-        A host that accepts connections and never answers would otherwise hold
-        the request (and the crawl's slot) for the whole --timeout.
-        """
-        assert self._session is not None
-        limit_s = self._config.first_byte_timeout_s
-        deadline = asyncio.timeout(limit_s)
-        try:
-            async with deadline:
-                return await self._session.get(url, allow_redirects=False, timeout=timeout)
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # aiohttp's own connect or total timeout
-            raise FetchError("timeout", f"no response headers within {limit_s:g} s") from None
+    def _check_host(self, host: str) -> None:
+        """Refuse a forbidden or malformed IP literal; remember the hosts that pass
+        (the check is a pure function of the host, and ipaddress is slow)."""
+        if not self._config.allow_private:
+            check_literal_host(host)  # IP literals never reach the resolver
+        elif looks_like_ip_literal(host):
+            ipaddress.ip_address(host)  # ValueError (bad_url) for e.g. "127.1", as aiohttp
+        if len(self._hosts_checked) >= _HOSTS_CHECKED_MAX:
+            self._hosts_checked.clear()
+        self._hosts_checked.add(host)
 
 
-def _record_response(result: FetchResult, resp: aiohttp.ClientResponse) -> None:
+def _location(resp: Response) -> str | None:
+    if resp.status not in REDIRECT_STATUSES:
+        return None
+    location = resp.header(b"location")
+    return _decode(location) if location is not None else None
+
+
+def _record_response(
+    result: FetchResult, resp: Response, sent: list[tuple[str, str]], peer: str | None
+) -> None:
     """Status line, headers and peer of this hop (the last hop's values stay)."""
     result.status = resp.status
-    # As aiohttp decodes them: bytes that are not UTF-8 become lone surrogates,
-    # which the WARC writer turns back into the bytes that were sent.
+    # Bytes that are not UTF-8 become lone surrogates, which the WARC writer
+    # turns back into the bytes that were sent (as aiohttp decoded them).
     result.headers = [(_decode(k), _decode(v)) for k, v in resp.raw_headers]
-    result.http_version = f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1"
-    result.request_headers = list(resp.request_info.headers.items())
-    peer = getattr(resp, "peername", None)
-    result.ip_address = peer[0] if peer else None
-    content_type = resp.headers.get("Content-Type")
+    result.http_version = resp.http_version
+    result.request_headers = sent
+    result.ip_address = peer
+    content_type = resp.header(b"content-type")
     if content_type is not None:  # stored with the page: it must be text
-        content_type = safe_text(content_type)
-    result.content_type, result.charset = parse_content_type(content_type)
+        content_type_text: str | None = safe_text(_decode(content_type))
+    else:
+        content_type_text = None
+    result.content_type, result.charset = parse_content_type(content_type_text)
     if resp.status in (429, 503):
-        result.retry_after_s = parse_retry_after(resp.headers.get("Retry-After"))
+        retry_after = resp.header(b"retry-after")
+        result.retry_after_s = parse_retry_after(
+            _decode(retry_after) if retry_after is not None else None
+        )
 
 
 def _redirect_target(result: FetchResult, location: str, seen: set[str], max_redirects: int) -> str:
@@ -299,23 +284,20 @@ def _decode(header_bytes: bytes) -> str:
     return header_bytes.decode("utf-8", "surrogateescape")
 
 
-async def _read_body(resp: aiohttp.ClientResponse, limits: _Limits) -> bytes:
+async def _read_body(conn: Connection, resp: Response, limits: _Limits) -> bytes:
     """The body as sent on the wire, refusing (or with ``truncate``, cutting)
     anything over ``max_bytes``."""
     max_bytes, length = limits.max_bytes, resp.content_length
-    if length is not None and length <= max_bytes:
-        return await resp.read()  # the parser stops at Content-Length
-    if length is not None and not limits.truncate:
+    if length is not None and length > max_bytes and not limits.truncate:
         raise FetchError("too_large", f"Content-Length {length} exceeds {max_bytes} bytes")
-    body = bytearray()
-    while chunk := await resp.content.readany():
-        body += chunk
-        if len(body) > max_bytes:
-            # Leaving the `async with` closes the connection mid-body.
-            if limits.truncate:
-                return bytes(body[:max_bytes])
-            raise FetchError("too_large", f"body exceeds {max_bytes} bytes")
-    return bytes(body)
+    complete = await conn.read_body(max_bytes)
+    body = b"".join(resp.chunks)
+    if complete and len(body) <= max_bytes:
+        return body
+    # finish() closes the connection mid-body.
+    if limits.truncate:
+        return body[:max_bytes]
+    raise FetchError("too_large", f"body exceeds {max_bytes} bytes")
 
 
 def classify_error(exc: Exception) -> tuple[str, str]:
@@ -325,21 +307,19 @@ def classify_error(exc: Exception) -> tuple[str, str]:
         return exc.code, exc.detail
     if isinstance(exc, PrivateAddressError):
         return "private_address", str(exc)
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        if isinstance(exc.os_error, PrivateAddressError):
-            return "private_address", str(exc.os_error)
+    if isinstance(exc, DnsError):
         return "dns", detail
-    if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError family
-        return "timeout", detail or "TimeoutError"
-    if isinstance(exc, aiohttp.ClientSSLError):
+    if isinstance(exc, TimeoutError):
+        return "timeout", detail
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):  # before OSError: they are ones
         return "tls", detail
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, ConnectionClosed):  # after the request went out: cut short
         return "connection_closed", detail
-    if isinstance(exc, aiohttp.ClientOSError):  # refused, reset, unreachable
+    if isinstance(exc, OSError):  # refused, reset, unreachable, before the request went out
         return "connect", detail
-    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
+    if isinstance(exc, ValueError):  # yarl: a port out of range, an invalid host
         return "bad_url", detail
-    if isinstance(exc, aiohttp.ClientError):
+    if isinstance(exc, ProtocolError):
         return "http_error", detail
     log.warning("unexpected error fetching", exc_info=exc)
     return "internal", detail

@@ -5,10 +5,11 @@ A crawl service must not be turned against its own network (DESIGN.md,
 connect time, so a public name that resolves to 10.0.0.1, or a redirect to
 one, is refused just like a literal ``http://10.0.0.1/``.
 
-Two doors lead to a socket in aiohttp and both are guarded here:
+Two doors lead to a socket in the fetcher's pools (connectors.py) and both
+are guarded here:
 
-- names go through the connector's resolver, which we wrap (:class:`GuardedResolver`);
-- IP literals skip the resolver entirely (``TCPConnector._resolve_host``), so
+- names go through the pool's resolver, which we wrap (:class:`GuardedResolver`);
+- IP literals skip the resolver entirely (``HttpPool._addresses``), so
   the fetcher calls :func:`check_literal_host` on each hop's host first.
 """
 
@@ -28,8 +29,8 @@ _NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 class PrivateAddressError(OSError):
     """Every address of a host is private, so no connection was attempted.
 
-    An OSError so that aiohttp's connector passes it through the resolver
-    path unchanged (wrapped in ClientConnectorDNSError with ``os_error`` set).
+    An OSError, as resolvers raise; the pool lets it through unwrapped (other
+    resolver errors become connectors.DnsError).
     """
 
 
