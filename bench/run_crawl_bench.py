@@ -98,6 +98,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="experiment: run the same CLI with uvloop's event loop policy installed",
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        help="experiment: sys.setswitchinterval(S) in the crawler before it starts",
+    )
     parser.add_argument("--keep-nginx", action="store_true", help="leave nginx running")
     parser.add_argument("--keep-data", action="store_true", help="keep the crawl's data dir")
     parser.add_argument("--json-out", type=Path, help="also write the report as JSON here")
@@ -127,6 +132,9 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
     cmd = [str(ROOT / ".venv/bin/trawler")]
     if args.uvloop:  # asyncio.run() in cli.py then builds a uvloop loop; trawler/ unchanged
         cmd = [str(ROOT / ".venv/bin/python"), "-c", UVLOOP_MAIN]
+    elif args.switch_interval is not None:
+        prelude = f"import sys; sys.setswitchinterval({args.switch_interval});"
+        cmd = [str(ROOT / ".venv/bin/python"), "-c", prelude + " from trawler.cli import main; main()"]
     cmd += ["crawl", "--seeds-file", str(seeds)]
     cmd += ["--data", str(data), "--allow-private", "--scope", "any", "--delay", str(args.delay)]
     cmd += ["--concurrency", str(args.concurrency), "-q"]

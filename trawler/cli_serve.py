@@ -91,6 +91,9 @@ def serve(
         return serve_distributed(redis, postgres, settings, sock, uvicorn_config, token is None)
     jobs = _local_jobs(Path(data), max_running_jobs)
     sock = _bind(host, port)
+    from trawler import gcpolicy
+
+    gcpolicy.tune_for_crawling()  # its jobs crawl in this process
     if token is None:
         token = secrets.token_urlsafe(24)
         typer.echo(f"API token (shown once): {token}", err=True)

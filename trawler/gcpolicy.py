@@ -1,9 +1,10 @@
-"""The garbage collector's settings for a long-running crawl process.
+"""The interpreter's settings for a long-running crawl process: the garbage
+collector, and how long a thread may keep the GIL from the event loop.
 
 CPython's cyclic collector runs a full collection whenever the objects that
 survived into the oldest generation have grown by a quarter since the last
 one. A crawl keeps ~500,000 tracked objects alive (the commit batch's records,
-the hosts' queue windows, aiohttp's connections, the SimHash index) and
+the hosts' queue windows, the HTTP connections, the SimHash index) and
 promotes thousands more every second that die soon after (requests waiting out
 their host's delay): on the 2,000-host benchmark that meant a full collection
 every second, 0.36 s each with every thread stopped, 32 s of a 100 s crawl
@@ -19,20 +20,31 @@ So, once per process before the crawl starts:
 - a full collection at most every ``FULL_EVERY`` young-generation-1
   collections (CPython's default is 10): about every 100 s at the benchmark's
   pace instead of every second, so the few cycles a crawl makes are still
-  freed.
+  freed;
+- ``sys.setswitchinterval(SWITCH_INTERVAL_S)``: the GIL convoy. The event
+  loop gives up the GIL at every system call (send, recv, epoll: several a
+  page), and the writer thread, busy in Python during a commit, then keeps it
+  for up to the switch interval (CPython: 5 ms) before the loop gets it back.
+  Every request to a ready host waited out such turns: on the 2,000-host
+  benchmark the hosts' gaps were 1.7 s for a 1 s delay while the GIL was free
+  a third of the time. At 0.5 ms: 1,147 → 1,558 pages/s and 1.29 → 0.95
+  CPU-s per 1,000 pages (bench/RESULTS.md, "Issue 14: the GIL convoy").
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
 FULL_EVERY = 1000  # gen-1 collections between full collections (CPython: 10)
+SWITCH_INTERVAL_S = 0.0005  # 0.2 ms measured the same; 1 ms 4 % slower; 5 ms (CPython's) 26 %
 
 _tuned = False
 
 
 def tune_for_crawling() -> None:
-    """Freeze start-up objects and make full collections rare (idempotent)."""
+    """Freeze start-up objects, make full collections rare and hand the GIL
+    back to the event loop sooner (idempotent)."""
     global _tuned
     if _tuned:
         return
@@ -41,3 +53,4 @@ def tune_for_crawling() -> None:
     gc.collect()  # free start-up garbage before freezing what is left
     gc.freeze()
     gc.set_threshold(gen0, gen1, FULL_EVERY)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)

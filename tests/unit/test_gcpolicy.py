@@ -11,7 +11,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from trawler.gcpolicy import FULL_EVERY
+from trawler.gcpolicy import FULL_EVERY, SWITCH_INTERVAL_S
 
 
 def _python(code: str, *args: str) -> str:
@@ -35,6 +35,17 @@ def test_tune_freezes_start_up_objects_and_makes_full_collections_rare() -> None
     assert out == f"(700, 10, 10) (700, 10, {FULL_EVERY}) True True"
 
 
+def test_tune_hands_the_gil_back_sooner() -> None:
+    out = _python(
+        "import sys\n"
+        "from trawler import gcpolicy\n"
+        "before = sys.getswitchinterval()\n"
+        "gcpolicy.tune_for_crawling()\n"
+        "print(before, sys.getswitchinterval())\n"
+    )
+    assert out == f"0.005 {SWITCH_INTERVAL_S}"
+
+
 def test_trawler_crawl_runs_with_the_tuned_collector(tmp_path: Path) -> None:
     """The real `trawler crawl` (one page, served on loopback) leaves the
     process with the crawl settings."""
@@ -47,7 +58,8 @@ def test_trawler_crawl_runs_with_the_tuned_collector(tmp_path: Path) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     code = (
         "import atexit, gc, sys\n"
-        "atexit.register(lambda: print('gc', gc.get_threshold()[2], gc.get_freeze_count() > 0))\n"
+        "atexit.register(lambda: print('gc', gc.get_threshold()[2], gc.get_freeze_count() > 0,"
+        " sys.getswitchinterval()))\n"
         "from trawler.cli import main\n"
         "sys.argv = ['trawler', *sys.argv[1:]]\n"
         "main()\n"
@@ -57,4 +69,4 @@ def test_trawler_crawl_runs_with_the_tuned_collector(tmp_path: Path) -> None:
         out = _python(code, "crawl", url, "--data", str(tmp_path / "d"), "--allow-private", "-q")
     finally:
         server.shutdown()
-    assert out.splitlines()[-1] == f"gc {FULL_EVERY} True"
+    assert out.splitlines()[-1] == f"gc {FULL_EVERY} True {SWITCH_INTERVAL_S}"
