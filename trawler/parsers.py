@@ -44,8 +44,15 @@ SetupRef = tuple[str, str]
 
 
 def default_processes() -> int:
-    """One analysis process per spare core (the crawl loop keeps one), at most 4."""
-    return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
+    """One analysis process per core, at most 4; none (parse in the loop) on one core.
+
+    Not one per spare core: the crawl process keeps less than a core busy, and
+    one parser process fell behind on two cores (its backlog held every task
+    slot) where two share the idle time of both: 1,558 → 1,624 pages/s on the
+    2,000-host benchmark (bench/RESULTS.md). An idle one waits on its pipe.
+    """
+    cores = multiprocessing.cpu_count() or 1
+    return 0 if cores < 2 else min(4, cores)
 
 
 class ParserProcesses:
