@@ -1,7 +1,7 @@
 """Throughput benchmark: crawl a generated web served by nginx, at 1 request/s per host.
 
-    .venv/bin/python bench/run_crawl_bench.py [--hosts 2000] [--pages 30] [--concurrency 3000]
-        [--max-seconds 300] [--max-pages N] [--profile] [--json-out FILE]
+    .venv/bin/python bench/run_crawl_bench.py [--hosts 2000] [--pages 30] [--concurrency N]
+        [--max-seconds 300] [--max-pages N] [--profile cpu|gil] [--json-out FILE]
 
 Starts nginx with bench/nginx.sh (which installs it when missing), runs
 ``trawler crawl`` on every host's home page as a child process with robots.txt,
@@ -77,7 +77,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pages", type=int, default=30, help="/p/ pages per host")
     parser.add_argument("--port", type=int, default=8900)
     parser.add_argument("--nginx-workers", default="1")
-    parser.add_argument("--concurrency", type=int, default=3000)
+    parser.add_argument(
+        "--concurrency", type=int, help="trawler --concurrency [trawler's default: 256]"
+    )
     parser.add_argument("--delay", type=float, default=1.0, help="trawler --delay (s)")
     parser.add_argument(
         "--check-interval",
@@ -135,10 +137,11 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
         cmd = [str(ROOT / ".venv/bin/python"), "-c", UVLOOP_MAIN]
     elif args.switch_interval is not None:
         prelude = f"import sys; sys.setswitchinterval({args.switch_interval});"
-        cmd = [str(ROOT / ".venv/bin/python"), "-c", prelude + " from trawler.cli import main; main()"]
+        main = prelude + " from trawler.cli import main; main()"
+        cmd = [str(ROOT / ".venv/bin/python"), "-c", main]
     cmd += ["crawl", "--seeds-file", str(seeds)]
     cmd += ["--data", str(data), "--allow-private", "--scope", "any", "--delay", str(args.delay)]
-    cmd += ["--concurrency", str(args.concurrency), "-q"]
+    cmd += ["-q"] + (["--concurrency", str(args.concurrency)] if args.concurrency else [])
     if args.max_pages:
         cmd += ["--max-pages", str(args.max_pages)]
     if args.parse_processes is not None:
@@ -283,7 +286,7 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "command": " ".join(cmd),
         "hosts": args.hosts,
         "pages_per_host": args.pages,
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency or "default",
         "pages_stored": pages,
         "errors": stats["errors"],
         "status": stats["status"],
