@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     bench.lock_work_dir(args.work)
     scrapy = scrapy_bin(args.venv.resolve())
     bench.nginx("start", args)
+    bench.prioritise_nginx(args.work / "site")
     feed = Path(tempfile.mkdtemp(prefix="scrapy-", dir=args.work)) / "items.jsonl"
     try:
         cmd = scrapy_command(args, scrapy, feed)

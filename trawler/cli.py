@@ -81,7 +81,7 @@ def crawl(
     warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
     sitemaps: Annotated[bool | None, typer.Option("--sitemaps/--no-sitemaps", help="Read robots.txt Sitemap: lines and /sitemap.xml of seed hosts [on].")] = None,
     sitemap_depth: Annotated[int | None, typer.Option(help="Depth at which sitemap URLs enter the frontier [1].")] = None,
-    parse_processes: Annotated[int | None, typer.Option(help="Processes parsing pages beside the crawl loop; 0 = in the loop [one per core, at most 4; 0 on one core].")] = None,
+    parse_processes: Annotated[int | None, typer.Option(help="Processes parsing pages beside the crawl loop; 0 = in the loop [one per spare core].")] = None,
     parse_time_limit: Annotated[float | None, typer.Option(help="CPU seconds one page may take in a parser process [10].")] = None,
     near_duplicate_bits: Annotated[int | None, typer.Option(help="SimHash index radius N: pages within 2N+1 bits are near-duplicate candidates, confirmed by MinHash [3].")] = None,
     max_attempts: Annotated[int | None, typer.Option(help="Fetch attempts per URL for timeouts, connect errors, 5xx, 429, 503 [3].")] = None,

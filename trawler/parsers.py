@@ -44,15 +44,14 @@ SetupRef = tuple[str, str]
 
 
 def default_processes() -> int:
-    """One analysis process per core, at most 4; none (parse in the loop) on one core.
+    """One analysis process per spare core (the crawl loop keeps one), at most 4.
 
-    Not one per spare core: the crawl process keeps less than a core busy, and
-    one parser process fell behind on two cores (its backlog held every task
-    slot) where two share the idle time of both: 1,558 → 1,624 pages/s on the
-    2,000-host benchmark (bench/RESULTS.md). An idle one waits on its pipe.
+    Two on two cores were tried (issue 14): no faster overall on the 2,000-host
+    benchmark (1,520-1,624 against ~1,558 pages/s), and with the server on the
+    same cores, nginx starved into logging bursts late (47-85 gaps of 0.987 s
+    at --delay 1, against none): bench/RESULTS.md.
     """
-    cores = multiprocessing.cpu_count() or 1
-    return 0 if cores < 2 else min(4, cores)
+    return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
 
 
 class ParserProcesses:
