@@ -41,8 +41,8 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
         ("frontier + politeness (heap, seen set)", r"trawler/frontier/|trawler/politeness\.py"),
         ("fetch.py (headers, body decode, records)", r"trawler/fetch\.py|trawler/netguard\.py"),
         (
-            "aiohttp client (HTTP parse, connector, streams)",
-            r"\((aiohttp|aiosignal|yarl|multidict|propcache)/",
+            "HTTP client (http1.py + httptools; aiohttp before issue 14)",
+            r"trawler/(http1|connectors)\.py|\((httptools|aiohttp|aiosignal|yarl|multidict|propcache)/",
         ),
         ("engine (tasks, batch, robots gate)", r"trawler/engine\.py"),
         ("asyncio event loop + transports (syscalls)", r"\(asyncio/|\(selectors\.py"),
