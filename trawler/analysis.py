@@ -35,6 +35,7 @@ import os
 import signal
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields, replace
@@ -126,12 +127,12 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     rejected = dict(links.rejected)
     links.rejected.clear()
     outcome.links = []
-    elsewhere = _canonical_elsewhere(links.normalise, outcome.page, request)
+    elsewhere = _canonical_elsewhere(links.normalised, outcome.page, request)
     return Analysis(outcome, requests, rejected, elsewhere)
 
 
 def _canonical_elsewhere(
-    normalise: Normaliser, page: PageRecord, request: CrawlRequest
+    normalise: Callable[[str], str | None], page: PageRecord, request: CrawlRequest
 ) -> str | None:
     """A page whose canonical URL is another one is a duplicate of it. Normalised
     here, not in the loop: most pages name themselves, and then nothing is left

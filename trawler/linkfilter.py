@@ -112,6 +112,12 @@ class LinkFilter:
             digests.popitem(last=False)
         return digest
 
+    def normalised(self, url: str) -> str | None:
+        """``normalise(url)``, from the memo when seen lately: a page's canonical URL
+        and its own are mostly URLs other pages link to."""
+        digest = self.digest(url)
+        return None if digest is None else digest[0]
+
     def robots_checked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
         """Drop requests a cached robots.txt disallows (the rest is checked at fetch time)."""
         kept = []

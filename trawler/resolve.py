@@ -8,10 +8,11 @@ is ``127.0.0.1``, ``http://?`` is no URL at all. The parser is ada
 
 Most hrefs on a page need no parser: ``/path``, ``page.html``, ``?q=1`` and
 plain absolute URLs are resolved by concatenation, which ``Normaliser`` then
-finishes (bench/bench_links.py measures both ways). Anything that could
-resolve differently under WHATWG rules (backslashes, dot segments, brackets,
-a scheme other than ``http://`` / ``https://``, an authority that does not
-start with a host) goes to ada.
+finishes (bench/bench_links.py measures both ways). An href with a scheme other
+than http(s) (``mailto:``, ``javascript:``) is no link whatever follows (WHATWG
+URL §4.4: the scheme state keeps its scheme). Anything else that could resolve
+differently under WHATWG rules (backslashes, dot segments, brackets, ``http:``
+without ``//``, an authority that does not start with a host) goes to ada.
 
 Pure functions, no I/O.
 """
@@ -19,7 +20,6 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from ada_url import join_url, normalize_url
 
@@ -29,6 +29,7 @@ _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _NOT_A_HOST = ("", "/", "?", "#", "\\", "@", ":")  # what may not follow "//" in a fast join
 _HAS_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # WHATWG §4.4 scheme state
 _HTTP_PREFIXES = ("http://", "https://")
+_HTTP_SCHEMES = ("http:", "https:")
 
 
 def whatwg_href(url: str, base: str | None = None) -> str | None:
@@ -75,11 +76,15 @@ class Resolver:
         # The base in WHATWG form, so that concatenation starts from a clean
         # prefix (a <base href> may be any text); "" when it is no http(s) URL.
         self.base_url = whatwg_href(base_url) or ""
-        parts = urlsplit(self.base_url)
-        self.scheme = parts.scheme  # "" disables the fast paths
-        self.origin = f"{parts.scheme}://{parts.netloc}"
-        self.document = self.origin + parts.path
-        self.directory = self.origin + parts.path[: parts.path.rfind("/") + 1]
+        # A WHATWG-serialised http(s) URL: "//", an authority without "/", "?" or "#"
+        # (userinfo percent-encodes them), then a path that starts with "/".
+        scheme, _, rest = self.base_url.partition("://")
+        slash = rest.find("/")
+        path = rest[slash:].partition("#")[0].partition("?")[0]
+        self.scheme = scheme  # "" disables the fast paths
+        self.origin = f"{scheme}://{rest[:slash]}"
+        self.document = self.origin + path
+        self.directory = self.origin + path[: path.rfind("/") + 1]
 
     def resolve(self, href: str | None) -> str | None:
         """The absolute http(s) URL ``href`` points to, or None.
@@ -96,6 +101,9 @@ class Resolver:
         joined = self._concatenate(href)
         if joined is not None:
             return joined
+        scheme = _HAS_SCHEME.match(href)
+        if scheme is not None and scheme.group().lower() not in _HTTP_SCHEMES:
+            return None  # "mailto:", "javascript:": a URL of that scheme, or none
         return whatwg_href(href, self.base_url or None)
 
     def _concatenate(self, href: str) -> str | None:

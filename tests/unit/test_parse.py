@@ -209,8 +209,9 @@ _HREF_PIECES = st.sampled_from(
      "\\", "%2e", "@", "h.example", ":80", "[::1]", "0x7f"]
 )  # fmt: skip
 _HREF_PREFIXES = st.sampled_from(
-    ["", "/", "//h.example", "http://x.org", "HTTPS://Y.org", "?", "https:", "http:", "\\\\"]
-)
+    ["", "/", "//h.example", "http://x.org", "HTTPS://Y.org", "?", "https:", "http:", "\\\\",
+     "HtTp:", "mailto:", "JavaScript:", "ftp://", "ws:", "a+b.c-d:", "0a:", " tel:"]
+)  # fmt: skip
 _BASES = st.sampled_from(
     [PAGE_URL, "https://example.com", "http://example.com/a;p?q=1", "http://u@h.com:8080/a/b/"]
 )
