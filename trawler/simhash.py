@@ -88,7 +88,11 @@ _MULTIPLIERS_LOW = (
 )  # fmt: skip
 _LOW32_LANE = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _UINT64 = np.dtype("<u8")
-_MULTIPLIER_COLUMNS = np.array([_MULTIPLIERS_HIGH, _MULTIPLIERS_LOW], _UINT64)
+# Per shingle position, its two multipliers as a column (high half, low half).
+_MULTIPLIER_COLUMNS = tuple(
+    np.array([[high], [low]], _UINT64)
+    for high, low in zip(_MULTIPLIERS_HIGH, _MULTIPLIERS_LOW, strict=True)
+)
 _32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _VOTE_CHUNK = 1 << 16  # hashes counted at a time: 4 MiB of bits
@@ -131,9 +135,9 @@ def distinct_shingle_hashes(tokens: list[bytes], shingle_words: int = 3) -> np.n
     count = len(tokens) - width + 1
     crcs = np.fromiter(map(zlib.crc32, tokens), _UINT64, len(tokens))
     # A 32-bit CRC times a 32-bit multiplier fits in 64 bits, as in a lane: no wrap.
-    halves = crcs[:count] * _MULTIPLIER_COLUMNS[:, :1]  # row 0: high half, row 1: low
+    halves = crcs[:count] * _MULTIPLIER_COLUMNS[0]  # row 0: high half, row 1: low
     for position in range(1, width):
-        halves ^= crcs[position : position + count] * _MULTIPLIER_COLUMNS[:, position, None]
+        halves ^= crcs[position : position + count] * _MULTIPLIER_COLUMNS[position]
     halves ^= halves >> _32  # fold: low32(p) ^ high32(p)
     hashes = (halves[0] << _32) | (halves[1] & _LOW32)
     hashes.sort()
@@ -145,15 +149,20 @@ def simhash_of_hashes(hashes: np.ndarray) -> int:
     count = len(hashes)
     if not count:
         return 0
-    votes = np.zeros(FINGERPRINT_BITS, np.int64)
     # Bit i of a hash is bit i % 8 of its little-endian byte i // 8: a row of 64 bits
     # a hash. In chunks: a page of a million words must not take 64 bytes a word.
-    for start in range(0, count, _VOTE_CHUNK):
-        chunk = np.asarray(hashes[start : start + _VOTE_CHUNK], _UINT64)
-        bits = np.unpackbits(chunk.view(np.uint8), bitorder="little").reshape(-1, 64)
-        votes += np.add.reduce(bits, axis=0, dtype=np.int64)
-    majority = np.packbits(2 * votes >= count, bitorder="little")
+    votes = sum(
+        np.add.reduce(_bit_rows(hashes[start : start + _VOTE_CHUNK]), axis=0, dtype=np.int64)
+        for start in range(0, count, _VOTE_CHUNK)
+    )
+    majority = np.packbits(votes >= (count + 1) // 2, bitorder="little")  # 2 * votes >= count
     return int.from_bytes(majority.tobytes(), "little")
+
+
+def _bit_rows(hashes: np.ndarray) -> np.ndarray:
+    return np.unpackbits(np.asarray(hashes, _UINT64).view(np.uint8), bitorder="little").reshape(
+        -1, FINGERPRINT_BITS
+    )
 
 
 def shingle_hashes(tokens: list[bytes], width: int, count: int) -> int:
