@@ -101,8 +101,8 @@ def _links(anchors: list[LexborNode], resolver: Resolver, max_links: int) -> lis
         link_url = resolver.resolve(attributes.get("href"))
         if link_url is None:
             continue
-        rel = attributes.get("rel") or ""
-        links.append(Link(link_url, nofollow="nofollow" in rel.lower().split()))
+        rel = attributes.get("rel")
+        links.append(Link(link_url, nofollow=rel is not None and "nofollow" in rel.lower().split()))
         if len(links) >= max_links:
             break
     return links

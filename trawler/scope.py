@@ -134,7 +134,7 @@ class Scope:
             return False
         if self._include and not any(p.search(url) for p in self._include):
             return False
-        return not any(p.search(url) for p in self._exclude)
+        return not (self._exclude and any(p.search(url) for p in self._exclude))
 
 
 @dataclass(frozen=True, slots=True)
