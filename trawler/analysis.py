@@ -116,6 +116,8 @@ def _analyser_for(setup: SetupRef) -> Analyser:
         if len(_PROCESS_ANALYSERS) >= _ANALYSERS_KEPT:
             del _PROCESS_ANALYSERS[next(iter(_PROCESS_ANALYSERS))]
         analyser = Analyser.build(data["config"], data["scope_hosts"])
+        # One link memo for the jobs whose links it serves alike: one bound in all.
+        any(analyser.links.share_memo(other.links) for other in _PROCESS_ANALYSERS.values())
         _PROCESS_ANALYSERS[key] = analyser
     return analyser
 

@@ -11,9 +11,11 @@ derives from a link's URL alone (normalised form, host, fingerprint, trap
 verdict: pure functions of it) is kept per URL in a bounded memo, least
 recently used out, so a link seen again costs a dict lookup; the verdicts that
 may change during a crawl (scope widened by new seeds, robots.txt learnt) are
-asked every time. 65,536 entries take about 20 MB (300 bytes each, 40-character
-URLs); on the 2,000-host benchmark's web in crawl order they answer ~68% of the
-links (~79% with no bound) (bench/bench_parsepool.py).
+asked every time. 65,536 entries take about 24 MB (~370 bytes each with a
+40-character URL); replaying the 2,000-host benchmark's web in crawl order (each
+host's pages a second apart, all hosts at once) they answer ~68% of the links
+(~79% with no bound, 32% at 32,768). A parser process shares one memo among the
+jobs whose filters digest alike (``share_memo``): one bound in all.
 """
 
 from __future__ import annotations
@@ -111,6 +113,15 @@ class LinkFilter:
         if len(digests) > self.memo_size:
             digests.popitem(last=False)
         return digest
+
+    def share_memo(self, other: LinkFilter) -> bool:
+        """Use ``other``'s memo if a link URL's digest is the same under both filters
+        (same normaliser, same trap rules; the scope is not in it): a parser process
+        keeps one memo, one bound, for all the jobs it serves alike."""
+        if self.normalise != other.normalise or self.traps != other.traps:
+            return False
+        self._digests = other._digests
+        return True
 
     def normalised(self, url: str) -> str | None:
         """``normalise(url)``, from the memo when seen lately: a page's canonical URL

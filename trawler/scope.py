@@ -167,6 +167,15 @@ class TrapRules:
         self.limits = limits or TrapLimits()
         self._year = (today or date.today()).year
 
+    def __eq__(self, other: object) -> bool:
+        """Rules that give every URL the same verdict."""
+        if not isinstance(other, TrapRules):
+            return NotImplemented
+        return (self.limits, self._year) == (other.limits, other._year)
+
+    def __hash__(self) -> int:
+        return hash((self.limits, self._year))
+
     def reject_reason(self, url: str) -> str | None:
         """A short reason code, or None if ``url`` (normalised) looks fine."""
         limits = self.limits

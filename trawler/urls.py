@@ -153,6 +153,16 @@ class Normaliser:
         self._strip_exact = frozenset(p for p in params if not p.endswith("*"))
         self._strip_prefixes = tuple(p[:-1] for p in params if p.endswith("*"))
 
+    def __eq__(self, other: object) -> bool:
+        """Normalisers that normalise every URL alike."""
+        if not isinstance(other, Normaliser):
+            return NotImplemented
+        return (self._strip_exact, self._strip_prefixes) == (
+            other._strip_exact, other._strip_prefixes)  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self._strip_exact, self._strip_prefixes))
+
     def __call__(self, url: str) -> str | None:
         """The normalised URL, or None if ``url`` is not a valid http(s) URL."""
         try:

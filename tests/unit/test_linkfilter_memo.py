@@ -9,12 +9,17 @@ normalised, its host, scope, traps, robots and fingerprint computed in full.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_urls import url_like
+from trawler import analysis
+from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
 from trawler.linkfilter import LinkFilter
 from trawler.records import CrawlRequest, Link
@@ -122,3 +127,26 @@ def test_memo_is_bounded_and_keeps_the_recently_used() -> None:
     assert normalised.count("http://a.test/nav") == 1
     links.digest("http://a.test/0")  # evicted long ago: computed again
     assert normalised.count("http://a.test/0") == 2
+
+
+def test_jobs_alike_share_one_memo_in_a_parser_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parser process serves many jobs: those whose links normalise alike share one
+    memo (one bound in all), and each keeps its own scope."""
+    monkeypatch.setattr(analysis, "_PROCESS_ANALYSERS", {})
+
+    def setup(name: str, config: CrawlConfig, hosts: list[str]) -> tuple[str, str]:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"config": config.model_dump_json(), "scope_hosts": hosts}))
+        return name, str(path)
+
+    a = analysis._analyser_for(setup("a", CrawlConfig(), ["a.test"])).links
+    b = analysis._analyser_for(setup("b", CrawlConfig(), ["b.test"])).links
+    other = CrawlConfig(strip_params=["sort"])
+    c = analysis._analyser_for(setup("c", other, ["a.test"])).links
+    found = [Link("http://a.test/x?sort=1"), Link("http://b.test/y")]
+    assert [r.url for r in b.requests_for(found, "http://b.test/", 1)] == ["http://b.test/y"]
+    assert a._digests is b._digests and c._digests is not a._digests  # noqa: SLF001
+    assert [r.url for r in a.requests_for(found, "http://a.test/", 1)] == ["http://a.test/x?sort=1"]
+    assert [r.url for r in c.requests_for(found, "http://a.test/", 1)] == ["http://a.test/x"]
