@@ -18,6 +18,9 @@ own as the crawl loop does: batches are as big as in the crawl. Per page, median
 ``--profile`` lists the top costs inside the parser (cProfile around the function
 the parser process runs on a batch, in this process); ``--rev REV`` runs the same
 measurement on that git revision's tree (extracted to a temporary directory) first.
+``--memo`` replays the links of ``--hosts`` hosts in crawl order (each host's pages a
+second apart, all hosts at once) through the link filter's memo and prints the share
+of links it answers per memo size (linkfilter.py; try ``--hosts 2000``).
 """
 
 from __future__ import annotations
@@ -177,6 +180,43 @@ def profile(hosts: int, top: int = 25) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
+def memo_hit_rates(
+    hosts: int, sizes: tuple[int, ...] = (1 << 15, 1 << 16, 1 << 17, 1 << 20)
+) -> None:
+    """Share of links the link filter's memo answers, the pages in crawl order."""
+    from collections import defaultdict
+
+    from trawler.linkfilter import LinkFilter
+    from trawler.parse import parse_html
+    from trawler.scope import Scope, TrapRules
+    from trawler.urls import Normaliser
+
+    pages, _ = benchmark_pages(hosts)
+    by_host: dict[str, list[list[str]]] = defaultdict(list)
+    for request, result in pages:  # in depth order per host, as the crawl finds them
+        by_host[request.host].append(
+            [link.url for link in parse_html(result.body, result.url).links]
+        )
+    rounds = max(map(len, by_host.values()))
+    order = [links[k] for k in range(rounds) for links in by_host.values() if k < len(links)]
+    total = sum(map(len, order))
+    for size in sizes:
+        computed = 0
+        normalise = Normaliser()
+
+        def counting(url: str, normalise: Normaliser = normalise) -> str | None:
+            nonlocal computed
+            computed += 1
+            return normalise(url)
+
+        links = LinkFilter(counting, Scope("any", ()), TrapRules(), None, lambda _: None,  # type: ignore[arg-type]
+                           memo_size=size)  # fmt: skip
+        for page_links in order:
+            for url in page_links:
+                links.digest(url)
+        print(f"memo of {size:,} link URLs: {1 - computed / total:.1%} of {total:,} links answered")
+
+
 def run_at_revision(rev: str, args: list[str]) -> dict[str, object]:
     """This benchmark on ``rev``'s tree, extracted to a temporary directory."""
     top = Path(__file__).resolve().parent.parent
@@ -198,7 +238,11 @@ def main() -> None:
     parser.add_argument("--rev", help="first run on this git revision's tree")
     parser.add_argument("--profile", action="store_true", help="cProfile the parser's work")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--memo", action="store_true", help="the link memo's hit rates")
     args = parser.parse_args()
+    if args.memo:
+        memo_hit_rates(args.hosts)
+        return
     if args.profile:
         profile(args.hosts)
         return
