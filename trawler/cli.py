@@ -34,6 +34,7 @@ from trawler.cli_common import (
 from trawler.cli_dist import register as register_distributed
 from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
+from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
@@ -278,6 +279,7 @@ def testsite(
 
 
 register_read(app)
+register_recrawl(app)
 register_jobs(app)
 register_serve(app)
 register_distributed(app, fail, cli_settings, read_seeds)

@@ -14,7 +14,7 @@ look like one. Cho and Garcia-Molina ("Estimating frequency of change", ACM TOIT
 
 The next visit comes 1/λ̂ after the last one, clamped to [revisit_min_s,
 revisit_max_s]: a page never seen to change is visited at the max, one that
-changes at every visit at the min. Sitemap ``<changefreq>`` and ``<lastmod>``
+changes at every visit approaches the min. Sitemap ``<changefreq>`` and ``<lastmod>``
 give the first estimate, before any history exists.
 """
 
@@ -124,8 +124,9 @@ def estimate_rate(intervals: Sequence[Interval]) -> float:
 
 def prior_rate(changefreq: str | None, lastmod_age_s: float | None, window: RevisitWindow) -> float:
     """The first estimate, before any revisit: from the sitemap's <changefreq>, else
-    from how long ago <lastmod> says the page last changed, else none (0: the page
-    is first revisited at the window's max, like one that never changed)."""
+    from how long ago <lastmod> says the page last changed, else the rate whose
+    interval is the geometric middle of the window (1 h and 30 days: ~1.1 days), so
+    that a page nothing is known of is seen again well before the max."""
     if changefreq is not None:
         period = CHANGEFREQ_S.get(changefreq.strip().lower())
         if period is not None:
@@ -135,7 +136,7 @@ def prior_rate(changefreq: str | None, lastmod_age_s: float | None, window: Revi
     if lastmod_age_s is not None and lastmod_age_s > 0:
         # A page last changed t ago: 1/t is the rate whose mean gap is that age.
         return 1.0 / lastmod_age_s
-    return 0.0
+    return 1.0 / math.sqrt(window.min_s * window.max_s)
 
 
 def lastmod_epoch(lastmod: str | None) -> float | None:

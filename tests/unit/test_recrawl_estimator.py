@@ -82,7 +82,9 @@ def test_sitemap_prior() -> None:
     assert prior_rate("always", None, window) == pytest.approx(1 / 60)
     assert prior_rate("never", 10.0, window) == 0.0
     assert prior_rate(None, 7200.0, window) == pytest.approx(1 / 7200)
-    assert prior_rate("sometimes", None, window) == 0.0
+    middle = 1 / math.sqrt(60.0 * 86400 * 30)  # nothing known: the window's middle
+    assert prior_rate("sometimes", None, window) == pytest.approx(middle)
+    assert prior_rate(None, None, window) == pytest.approx(middle)
     assert lastmod_epoch("1970-01-02") == 86400.0
     assert lastmod_epoch("1970-01-01T01:00:00Z") == 3600.0
     assert lastmod_epoch("yesterday") is None
