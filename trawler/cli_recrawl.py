@@ -65,7 +65,7 @@ def recrawl(
     if delay is not None:
         config.delay_s = delay
     totals = run_recrawl(job_dir(data, job_id), config, window, continuous, max_seconds)
-    typer.echo(f"job {job_id}: {_summary(totals)}", err=True)
+    typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
 
 
 def _pick_job(jobs: object, data: Path, job: str | None) -> str:
@@ -111,12 +111,12 @@ def run_recrawl(
     except (OSError, sqlite3.Error) as exc:
         fail(f"cannot revisit the pages in {directory}: {exc}", EXIT_FAILED)
     if received:
-        typer.echo(_summary(totals), err=True)
+        typer.echo(recrawl_summary(totals), err=True)
         raise typer.Exit(EXIT_SIGNAL_BASE + received[0])
     return totals
 
 
-def _summary(totals: object) -> str:
+def recrawl_summary(totals: object) -> str:
     visits = getattr(totals, "visits", {})
     parts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(visits.items()))
     return f"{sum(visits.values())} revisits ({parts or 'none'}), {getattr(totals, 'body_bytes', 0)} body bytes"

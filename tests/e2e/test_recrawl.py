@@ -184,3 +184,47 @@ def test_recrawl_stops_on_sigterm(tmp_path: Path) -> None:
         site.process.wait(10)
     assert process.returncode == 128 + 15, err
     assert "revisits" in err and "Traceback" not in err
+
+
+def test_crawl_then_recrawl_continuously(tmp_path: Path) -> None:
+    """`crawl --recrawl`: the crawl completes, then the same process revisits its pages
+    until SIGTERM: the never-changing pages come back as 304s after the crawl's 200s."""
+    site = start_site(tmp_path)
+    try:
+        cmd = [sys.executable, "-m", "trawler", "crawl", site.seed, "--data",
+               str(tmp_path / "data"), "--delay", "0.1", "--allow-private", "--no-sitemaps",
+               "-q", "--recrawl", "--revisit-min", "0.5", "--revisit-max", "2"]  # fmt: skip
+        process = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30  # the 304s come ~2.1 s after the crawl
+        while time.monotonic() < deadline and not any(
+            r["status"] == 304 for r in site.log()
+        ):  # fmt: skip
+            time.sleep(0.2)
+        process.terminate()
+        _out, err = process.communicate(timeout=20)
+        log = site.log()
+    finally:
+        site.process.terminate()
+        site.process.wait(10)
+    assert process.returncode == 128 + 15, err
+    first = {r["path"]: r["status"] for r in reversed(log)}  # the first answer per path
+    assert first["/never-0"] == 200
+    assert any(r["path"].startswith("/never-") and r["status"] == 304 for r in log)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("recrawl", "--revisit-min", "0"),
+        ("recrawl", "--revisit-min", "10", "--revisit-max", "5"),
+        ("recrawl", "--revisit-max", "inf"),
+        ("recrawl", "--max-seconds", "-1"),
+        ("versions", "--versions", "some"),
+        ("crawl", "http://127.0.0.1:9/", "--recrawl", "--revisit-min", "-5"),
+    ],
+)
+def test_bad_values_exit_2(args: tuple[str, ...], tmp_path: Path) -> None:
+    out = run_trawler(*args, "--data", str(tmp_path / "data"))
+    assert out.returncode == 2, out
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not (tmp_path / "data").exists()
