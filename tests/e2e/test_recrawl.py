@@ -111,6 +111,11 @@ def test_changed_pages_get_new_versions(recrawled: Recrawled) -> None:
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [row["version"] for row in rows] == list(range(1, by_path["fast-0"] + 1))
     assert len({row["content_sha256"] for row in rows}) == len(rows)  # each one different
+    out = run_trawler("versions", "--data", str(recrawled.data), "--versions", "latest")
+    latest = {row["url"]: row["version"] for row in map(json.loads, out.stdout.splitlines())}
+    assert latest == counts  # every page once, at its newest version
+    out = run_trawler("versions", "--data", str(recrawled.data))
+    assert len(out.stdout.splitlines()) == sum(counts.values())  # the whole history
 
 
 def test_estimated_intervals_order_pages_by_change_rate(recrawled: Recrawled) -> None:
