@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from trawler.records import FetchResult
@@ -80,3 +81,36 @@ def test_revisit_records_read_by_warcio_and_cdxj_indexer(tmp_path: Path) -> None
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert cdxj.returncode == 0, cdxj.stderr
     assert cdxj.stdout.count('"mime": "warc/revisit"') == 2
+
+
+def test_sitemap_lastmod_seeds_the_first_estimate(tmp_path: Path) -> None:
+    """A stored page whose sitemap <lastmod> is a day before its fetch starts with the
+    rate of one change a day; one without starts at the window's middle."""
+    from trawler.recrawl import RevisitWindow
+    from trawler.recrawl_store import RecrawlStore
+    from trawler.store import sqlite as db
+
+    conn = db.connect(tmp_path)
+    fetched = 1_700_000_000.0
+    for path, lastmod in (("/dated", "2023-11-13T22:13:20Z"), ("/undated", None)):
+        conn.execute(
+            "INSERT INTO pages (url, final_url, status, host, fetched_at, content_sha256,"
+            " sitemap_lastmod, kind) VALUES (?, ?, 200, 'h', ?, 'x', ?, 'page')",
+            (f"http://h{path}", f"http://h{path}", fetched, lastmod),
+        )
+    conn.commit()
+    conn.close()
+    window = RevisitWindow(3600.0, 30 * 86400.0)
+    store = RecrawlStore(tmp_path, 1 << 20)
+    try:
+        assert store.seed(window) == 2
+        assert store.seed(window) == 0  # once
+        rows = dict(
+            store.conn.execute("SELECT url, next_visit_at - last_visit_at FROM revisit_state")
+        )
+        versions = store.conn.execute("SELECT count(*) FROM page_versions").fetchone()[0]
+    finally:
+        store.close()
+    assert rows["http://h/dated"] == pytest.approx(86400.0)
+    assert rows["http://h/undated"] == pytest.approx((3600.0 * 30 * 86400.0) ** 0.5)
+    assert versions == 2
