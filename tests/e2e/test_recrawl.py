@@ -118,6 +118,25 @@ def test_changed_pages_get_new_versions(recrawled: Recrawled) -> None:
     assert len(out.stdout.splitlines()) == sum(counts.values())  # the whole history
 
 
+def test_export_latest_or_all_versions(recrawled: Recrawled) -> None:
+    with recrawled.db() as conn:
+        newest = dict(conn.execute(
+            "SELECT url, content_sha256 FROM page_versions v WHERE version ="
+            " (SELECT max(version) FROM page_versions WHERE url = v.url)"
+        ))  # fmt: skip
+        total = conn.execute("SELECT count(*) FROM page_versions").fetchone()[0]
+    out = run_trawler("export", "--data", str(recrawled.data))
+    latest = {row["url"]: row for row in map(json.loads, out.stdout.splitlines())}
+    assert {url: row["content_sha256"] for url, row in latest.items() if url in newest} == newest
+    assert latest[f"{recrawled.site.seed}fast-0"]["version"] > 1
+    assert latest[f"{recrawled.site.seed}fast-0"]["depth"] == 1  # the crawl's own fields stay
+    out = run_trawler("export", "--data", str(recrawled.data), "--versions", "all")
+    every = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len([row for row in every if row["url"] in newest]) == total
+    out = run_trawler("export", "--data", str(recrawled.data), "--format", "csv")
+    assert out.stdout.splitlines()[0].endswith(",kind,version")
+
+
 def test_estimated_intervals_order_pages_by_change_rate(recrawled: Recrawled) -> None:
     with recrawled.db() as conn:
         rates = dict(conn.execute("SELECT url, rate_per_s FROM revisit_state"))
@@ -225,6 +244,7 @@ def test_crawl_then_recrawl_continuously(tmp_path: Path) -> None:
         ("recrawl", "--revisit-max", "inf"),
         ("recrawl", "--max-seconds", "-1"),
         ("versions", "--versions", "some"),
+        ("export", "--versions", "newest"),
         ("crawl", "http://127.0.0.1:9/", "--recrawl", "--revisit-min", "-5"),
     ],
 )
