@@ -29,6 +29,7 @@ from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
 from trawler.politeness import SPACING_MARGIN_S
 from trawler.recrawl import RevisitWindow
+from trawler.recrawl_robots import HostRobots, robots_url
 from trawler.recrawl_store import RecrawlStore
 from trawler.recrawl_visit import conditional_headers, judge
 from trawler.store import versions as v
@@ -59,7 +60,13 @@ class _HostLane:
 
     queue: deque[v.RevisitState] = field(default_factory=deque)
     next_allowed_at: float = 0.0
+    interval_s: float = 0.0  # start to start
     worker: asyncio.Task[None] | None = None
+    robots: HostRobots | None = None
+
+    def sent(self, at: float) -> None:
+        """A request to the host left at ``at`` (monotonic): the next waits its interval."""
+        self.next_allowed_at = max(self.next_allowed_at, at + self.interval_s)
 
 
 class Recrawler:
@@ -132,30 +139,51 @@ class Recrawler:
             await asyncio.wait(pending)
 
     async def _drain_lane(self, host: str, lane: _HostLane, semaphore: asyncio.Semaphore) -> None:
-        """Visit the host's due pages one at a time, spaced by its interval."""
-        interval_s = max(self.config.delay_s, self._crawl_delay(host)) + SPACING_MARGIN_S
-        while lane.queue and not self._stop.is_set():
-            wait_s = lane.next_allowed_at - time.monotonic()
-            if wait_s > 0:
-                try:  # a stop ends the wait at once
-                    await asyncio.wait_for(self._stop.wait(), wait_s)
-                    return
-                except TimeoutError:
-                    pass
+        """Visit the host's due pages one at a time, spaced by its interval, its
+        robots.txt read again first (recrawl_robots.py)."""
+        if lane.robots is None:
+            config = self.config
+            lane.robots = HostRobots(config.robots_token, tuple(config.robots_retry_waits_s))
+            lane.interval_s = self._interval_s(self._crawl_delays.get(host))
+        while lane.queue and await self._turn(lane):
+            if lane.robots.needs_fetch():
+                async with semaphore:
+                    await self._fetch_robots(host, lane, lane.queue[0].url)
+                continue
             state = lane.queue.popleft()
-            async with semaphore:
-                await self._visit(state, lane, interval_s)
+            verdict = lane.robots.verdict(state.url)
+            if verdict.allowed:
+                async with semaphore:
+                    await self._visit(state, lane)
+            else:  # disallowed now, or robots.txt unavailable: not fetched, asked again later
+                wait_s = self.options.window.max_s if verdict.known else self.options.window.min_s
+                await self._in_writer(self.store.defer, state.url, time.time() + wait_s)
+                self._count("robots" if verdict.known else "robots_unavailable")
             self._queued.discard(state.url)
 
-    def _crawl_delay(self, host: str) -> float:
-        return min(self._crawl_delays.get(host, 0.0), self.config.max_crawl_delay_s)
+    async def _turn(self, lane: _HostLane) -> bool:
+        """Wait for the host's next allowed start; False when stopping."""
+        wait_s = lane.next_allowed_at - time.monotonic()
+        if wait_s > 0:
+            with contextlib.suppress(TimeoutError):  # a stop ends the wait at once
+                await asyncio.wait_for(self._stop.wait(), wait_s)
+        return not self._stop.is_set()
 
-    async def _visit(self, state: v.RevisitState, lane: _HostLane, interval_s: float) -> None:
-        def sent(at: float) -> None:
-            lane.next_allowed_at = max(lane.next_allowed_at, at + interval_s)
+    def _interval_s(self, crawl_delay_s: float | None) -> float:
+        """As politeness.py: max(--delay, Crawl-delay capped), from one start to the next."""
+        crawl_delay = min(crawl_delay_s or 0.0, self.config.max_crawl_delay_s)
+        return max(self.config.delay_s, crawl_delay) + SPACING_MARGIN_S
 
+    async def _fetch_robots(self, host: str, lane: _HostLane, page_url: str) -> None:
+        assert lane.robots is not None
+        result = await self.fetcher.fetch_robots(robots_url(page_url), on_sent=lane.sent)
+        lane.robots.update(result)
+        lane.interval_s = self._interval_s(lane.robots.verdict(page_url).crawl_delay_s)
+        await self._in_writer(self.store.archive_robots, result, host)
+
+    async def _visit(self, state: v.RevisitState, lane: _HostLane) -> None:
         result = await self.fetcher.fetch(
-            state.url, on_sent=sent, extra_headers=conditional_headers(state)
+            state.url, on_sent=lane.sent, extra_headers=conditional_headers(state)
         )
         judgement = judge(state, result)
         try:
@@ -165,8 +193,11 @@ class Recrawler:
         except Exception as exc:  # noqa: BLE001 - one page's data; the disk fails the next too
             log.error("cannot record the revisit of %s: %s", state.url, exc)
             return
-        self.totals.visits[judgement.verdict] = self.totals.visits.get(judgement.verdict, 0) + 1
+        self._count(judgement.verdict)
         self.totals.body_bytes += len(result.raw_body)
+
+    def _count(self, verdict: str) -> None:
+        self.totals.visits[verdict] = self.totals.visits.get(verdict, 0) + 1
 
     async def _in_writer(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from trawler import __version__
+from trawler.outcome import robots_record
 from trawler.records import FetchResult
 from trawler.recrawl import Interval, RevisitWindow, estimate_rate, lastmod_epoch, prior_rate
 from trawler.recrawl_visit import CHANGED, FAILED, NOT_MODIFIED, Judgement, validators
@@ -98,6 +99,25 @@ class RecrawlStore:
             log.warning("cannot read %s at %s for its validators: %s", warc_file, offset, exc)
             return None, None
         return validators(list(headers))
+
+    def defer(self, url: str, next_visit_at: float) -> None:
+        """A page not fetched now (robots.txt): asked again at ``next_visit_at``."""
+        with self.conn:
+            self.conn.execute(
+                "UPDATE revisit_state SET next_visit_at = ? WHERE url = ?", (next_visit_at, url)
+            )
+
+    def archive_robots(self, result: FetchResult, host: str) -> None:
+        """A robots.txt download: a WARC record and a row, as the crawl keeps them."""
+        record = robots_record(result, host)
+        location = self.warc.write(result)
+        if location is not None:
+            record.warc_file, record.warc_offset = location.filename, location.offset
+        self.warc.flush(fsync=True)
+        with self.conn:
+            self.store.insert_robots([record])
+            if (position := self.warc.position()) is not None:
+                self.store.set_warc_position(*position)
 
     def commit_visit(
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement,

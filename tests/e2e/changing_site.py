@@ -7,7 +7,8 @@ its base URL, then ``ready``. Pages:
 - ``/never-N``: the same content forever, with ETag and Last-Modified;
 - ``/plain``: the same content forever, without validators (a revisit gets a 200
   with the identical body: the WARC ``identical-payload-digest`` case);
-- ``/``: links to all of them.
+- ``/``: links to all of them;
+- ``/robots.txt``: the text of ``--robots-file`` when that file exists, else 404.
 
 A conditional GET whose ETag (If-None-Match) or date (If-Modified-Since) still
 holds answers 304 with no body (RFC 9110 §13.1). Each request is one JSON line in
@@ -33,9 +34,10 @@ BORN = formatdate(1_600_000_000, usegmt=True)
 
 
 class ChangingSite:
-    def __init__(self, log_path: Path, period_s: float) -> None:
+    def __init__(self, log_path: Path, period_s: float, robots: Path | None) -> None:
         self.log = log_path.open("a", encoding="utf-8", buffering=1)
         self.period_s = period_s
+        self.robots = robots
 
     def content(self, path: str) -> tuple[bytes, str | None, str | None] | None:
         """(body, ETag, Last-Modified) of a path, None for an unknown one."""
@@ -58,7 +60,9 @@ class ChangingSite:
 
     async def handle(self, request: web.Request) -> web.Response:
         found = self.content(request.path)
-        if found is None:
+        if request.path == "/robots.txt" and self.robots is not None and self.robots.exists():
+            response = web.Response(text=self.robots.read_text())
+        elif found is None:
             response = web.Response(status=404, text="not found")
         else:
             body, etag, last_modified = found
@@ -93,8 +97,8 @@ def _etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
 
 
-async def serve(log_path: Path, period_s: float) -> None:
-    site = ChangingSite(log_path, period_s)
+async def serve(log_path: Path, period_s: float, robots: Path | None) -> None:
+    site = ChangingSite(log_path, period_s, robots)
     app = web.Application()
     app.router.add_get("/{tail:.*}", site.handle)
     runner = web.AppRunner(app, access_log=None)
@@ -116,8 +120,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--access-log", type=Path, required=True)
     parser.add_argument("--period", type=float, default=1.0)
+    parser.add_argument("--robots-file", type=Path)
     args = parser.parse_args()
-    asyncio.run(serve(args.access_log, args.period))
+    asyncio.run(serve(args.access_log, args.period, args.robots_file))
 
 
 if __name__ == "__main__":
