@@ -6,9 +6,10 @@ revisits each page when its estimated interval (recrawl.py) has passed, until
 ``stop()`` (SIGINT, SIGTERM) or ``max_seconds``.
 
 Politeness: each host has one worker, so one request is in flight per host, and
-consecutive requests to it start at least max(--delay, its robots.txt
-Crawl-delay as the crawl kept it) apart, measured from the moment the previous
-one was sent (as politeness.py measures it). ``concurrency`` bounds the hosts
+consecutive requests to it (robots.txt, pages, same-host redirect hops) start at
+least max(--delay, its robots.txt Crawl-delay) apart, measured both from the
+moment the previous one was sent (as politeness.py measures it) and from its
+answer. ``concurrency`` bounds the hosts
 fetched at once. In ``crawl --recrawl`` the revisits start once the crawl has
 drained its frontier, so they never take a host's turn from a new URL.
 """
@@ -22,17 +23,20 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from trawler.config import CrawlConfig
 from trawler.fetch import Fetcher
+from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.politeness import SPACING_MARGIN_S
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_robots import HostRobots, robots_url
 from trawler.recrawl_store import RecrawlStore
 from trawler.recrawl_visit import conditional_headers, judge
 from trawler.store import versions as v
+from trawler.urls import host_key
 
 log = logging.getLogger("trawler")
 T = TypeVar("T")
@@ -67,6 +71,12 @@ class _HostLane:
     def sent(self, at: float) -> None:
         """A request to the host left at ``at`` (monotonic): the next waits its interval."""
         self.next_allowed_at = max(self.next_allowed_at, at + self.interval_s)
+
+    def answered(self) -> None:
+        """The answer is in: the next request also waits the interval from now. A server
+        that took the request late (a new connection to accept) still sees the interval
+        between the two, which spacing from the send alone does not promise."""
+        self.next_allowed_at = max(self.next_allowed_at, time.monotonic() + self.interval_s)
 
 
 class Recrawler:
@@ -169,6 +179,14 @@ class Recrawler:
                 await asyncio.wait_for(self._stop.wait(), wait_s)
         return not self._stop.is_set()
 
+    async def _hop_check(self, host: str, lane: _HostLane, target: str) -> str | None:
+        """A redirect hop to the same host waits its turn like a request of its own;
+        one to another host is not followed (that host's lane is not held)."""
+        if host_key(target) != host:
+            return REDIRECT_ELSEWHERE
+        lane.answered()
+        return None if await self._turn(lane) else "stopped"
+
     def _interval_s(self, crawl_delay_s: float | None) -> float:
         """As politeness.py: max(--delay, Crawl-delay capped), from one start to the next."""
         crawl_delay = min(crawl_delay_s or 0.0, self.config.max_crawl_delay_s)
@@ -177,14 +195,17 @@ class Recrawler:
     async def _fetch_robots(self, host: str, lane: _HostLane, page_url: str) -> None:
         assert lane.robots is not None
         result = await self.fetcher.fetch_robots(robots_url(page_url), on_sent=lane.sent)
+        lane.answered()
         lane.robots.update(result)
         lane.interval_s = self._interval_s(lane.robots.verdict(page_url).crawl_delay_s)
         await self._in_writer(self.store.archive_robots, result, host)
 
     async def _visit(self, state: v.RevisitState, lane: _HostLane) -> None:
         result = await self.fetcher.fetch(
-            state.url, on_sent=lane.sent, extra_headers=conditional_headers(state)
-        )
+            state.url, hop_check=partial(self._hop_check, state.host, lane),
+            on_sent=lane.sent, extra_headers=conditional_headers(state),
+        )  # fmt: skip
+        lane.answered()
         judgement = judge(state, result)
         try:
             await self._in_writer(
