@@ -34,9 +34,18 @@ from trawler.cli_common import (
 from trawler.cli_dist import register as register_distributed
 from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
+from trawler.cli_recrawl import (
+    RevisitMaxOpt,
+    RevisitMinOpt,
+    recrawl_summary,
+    revisit_window,
+    run_recrawl,
+)
+from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
+from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S
 
 app = typer.Typer(
     cls=Commands,
@@ -89,6 +98,9 @@ def crawl(
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job to resume (or to add seeds to) [a new job with seeds, else the newest unfinished one].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    recrawl: Annotated[bool, typer.Option("--recrawl", help="Once the crawl is complete, keep running and revisit each page when due (SIGINT/SIGTERM ends it).")] = False,
+    revisit_min: RevisitMinOpt = DEFAULT_REVISIT_MIN_S,
+    revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
     unfinished job in DATA (or --job's)."""
@@ -98,6 +110,7 @@ def crawl(
     from trawler.jobs import jobdata
     from trawler.store.sqlite import NotTrawlerData
 
+    window = revisit_window(revisit_min, revisit_max)  # bad values: exit 2 before anything
     cli = cli_settings(ctx.params)
     _lock = cj.lock_data(data)  # held until this process ends: one crawl per directory
     jobs = cj.open_jobs(data)
@@ -145,6 +158,11 @@ def crawl(
         )  # fmt: skip
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
+    if recrawl and complete:  # the frontier is drained: revisits take no new URL's turn
+        from trawler.jobs.layout import job_dir
+
+        totals = run_recrawl(job_dir(data, job_id), cfg, window, True, None)
+        typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
 
 
 # CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.
@@ -278,6 +296,7 @@ def testsite(
 
 
 register_read(app)
+register_recrawl(app)
 register_jobs(app)
 register_serve(app)
 register_distributed(app, fail, cli_settings, read_seeds)

@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 from typing import TextIO
 
+from trawler.export_versions import has_versions, versioned_rows
 from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
 
@@ -22,12 +23,12 @@ from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
 class RowWriter:
     """Writes export rows one at a time; ``count`` says how many."""
 
-    def __init__(self, out: TextIO, fmt: str) -> None:
+    def __init__(self, out: TextIO, fmt: str, columns: tuple[str, ...] = EXPORT_COLUMNS) -> None:
         self.out = out
         self.count = 0
         self._csv: csv.DictWriter | None = None
         if fmt == "csv":
-            self._csv = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+            self._csv = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
             self._csv.writeheader()
 
     def write(self, row: dict) -> None:
@@ -39,11 +40,17 @@ class RowWriter:
 
 
 def write_export(
-    conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool, kinds: frozenset[str]
-) -> int:
-    """Write the embedded store's rows of these kinds to ``out``; returns how many."""
-    writer = RowWriter(out, fmt)
-    for row in iter_pages(conn, include_noindex, kinds):
+    conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool, kinds: frozenset[str],
+    versions: str = "latest",
+) -> int:  # fmt: skip
+    """Write the embedded store's rows of these kinds to ``out``; returns how many.
+    ``versions``: a revisited page's latest version, or all (export_versions.py)."""
+    rows = iter_pages(conn, include_noindex, kinds)
+    columns: tuple[str, ...] = EXPORT_COLUMNS
+    if has_versions(conn):
+        rows, columns = versioned_rows(conn, rows, versions), (*EXPORT_COLUMNS, "version")
+    writer = RowWriter(out, fmt, columns)
+    for row in rows:
         writer.write(row)
     return writer.count
 

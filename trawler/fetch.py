@@ -52,6 +52,8 @@ class _Limits:
     max_redirects: int
     max_bytes: int
     truncate: bool = False  # keep the first max_bytes of a longer body instead of failing
+    # Request headers of this fetch only: a revisit's If-None-Match / If-Modified-Since.
+    extra_headers: tuple[tuple[str, str], ...] = ()
 
 
 # Already percent-encoded (what urls.normalise produces): yarl need not re-encode it.
@@ -110,12 +112,13 @@ class Fetcher:
             self._own = None
 
     async def fetch(
-        self, url: str, hop_check: HopCheck | None = None, on_sent: OnSent | None = None
-    ) -> FetchResult:
+        self, url: str, hop_check: HopCheck | None = None, on_sent: OnSent | None = None,
+        extra_headers: tuple[tuple[str, str], ...] = (),
+    ) -> FetchResult:  # fmt: skip
         """GET ``url``, following redirects; ``hop_check(target)`` may veto each hop
         by returning a reason; ``on_sent(monotonic)`` is called as each hop's
-        request goes out."""
-        limits = _Limits(self._config.max_redirects, self._config.max_bytes)
+        request goes out. ``extra_headers`` go with each hop (recrawl.py's validators)."""
+        limits = _Limits(self._config.max_redirects, self._config.max_bytes, False, extra_headers)
         return await self._fetch(url, hop_check, on_sent, limits)
 
     async def fetch_robots(self, url: str, on_sent: OnSent | None = None) -> FetchResult:
@@ -169,7 +172,7 @@ class Fetcher:
         assert self._pool is not None
         target = result.final_url
         url = URL(target, encoded=_ENCODED_URL.match(target) is not None)
-        key, request, sent_headers = self._request_head(url)
+        key, request, sent_headers = self._request_head(url, limits.extra_headers)
         config = self._config
         now = asyncio.get_running_loop().time()
         head_by = now + config.first_byte_timeout_s  # connect, send, and the headers back
@@ -198,7 +201,9 @@ class Fetcher:
         )  # fmt: skip
         return None
 
-    def _request_head(self, url: URL) -> tuple[Key, bytes, list[tuple[str, str]]]:
+    def _request_head(
+        self, url: URL, extra: tuple[tuple[str, str], ...] = ()
+    ) -> tuple[Key, bytes, list[tuple[str, str]]]:
         """The pool key, the request's bytes and its headers as sent (for the WARC)."""
         scheme, host = url.scheme, url.raw_host
         if scheme not in ("http", "https"):
@@ -217,6 +222,11 @@ class Fetcher:
             auth = BasicAuth(url.user or "", url.password or "").encode()
             sent.append(("Authorization", auth))
             tail = tail[:-2] + f"Authorization: {auth}\r\n\r\n".encode("latin-1")
+        if extra:  # values came from a server's headers: no line break may forge a line
+            extra = tuple((_one_line(n), _one_line(v)) for n, v in extra)
+            lines = "".join(f"{n}: {v}\r\n" for n, v in extra)
+            tail = tail[:-2] + lines.encode("utf-8", "surrogateescape") + b"\r\n"
+            sent += extra
         return (scheme, host, port), head + tail, sent
 
     def _check_host(self, host: str) -> None:
@@ -229,6 +239,10 @@ class Fetcher:
         if len(self._hosts_checked) >= _HOSTS_CHECKED_MAX:
             self._hosts_checked.clear()
         self._hosts_checked.add(host)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", " ").replace("\n", " ")
 
 
 def _location(resp: Response) -> str | None:

@@ -28,6 +28,7 @@ from trawler.store.kinds import (
 )
 from trawler.store.search import ensure_search_schema
 from trawler.store.sqlite_totals import add_totals
+from trawler.store.versions import ensure_versions_schema
 from trawler.urls import seed_hosts
 
 DB_NAME = "trawler.db"
@@ -202,6 +203,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     ensure_search_schema(conn)
     _add_page_kinds(conn)
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
+    ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     conn.commit()
     return conn
 

@@ -1,0 +1,155 @@
+"""`trawler recrawl` (revisit stored pages with conditional GET) and `trawler versions`
+(a URL's versions, or every page's latest or all versions), issue 15."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trawler.cli_common import DEFAULT_DATA, EXIT_FAILED, EXIT_SIGNAL_BASE, DataOpt, fail
+from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S, RevisitWindow
+
+RevisitMinOpt = Annotated[
+    float,
+    typer.Option(
+        "--revisit-min", help="Shortest interval between two visits of a page, seconds [3600]."
+    ),
+]
+RevisitMaxOpt = Annotated[float, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")]  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(recrawl)
+    app.command()(versions)
+
+
+def revisit_window(revisit_min: float, revisit_max: float) -> RevisitWindow:
+    """The window, or a one-line error (exit 2)."""
+    try:
+        return RevisitWindow(revisit_min, revisit_max)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def recrawl(
+    data: DataOpt = DEFAULT_DATA,
+    job: Annotated[str | None, typer.Option("--job", help="The job whose pages to revisit [the newest job in DATA].")] = None,
+    continuous: Annotated[bool, typer.Option("--continuous", help="Keep running: revisit each page when its interval has passed.")] = False,
+    revisit_min: RevisitMinOpt = DEFAULT_REVISIT_MIN_S,
+    revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
+    max_seconds: Annotated[float | None, typer.Option("--max-seconds", help="Stop after this many seconds.")] = None,
+    delay: Annotated[float | None, typer.Option(help="Seconds between two requests to one host [the job's --delay].")] = None,
+) -> None:  # fmt: skip
+    """Revisit the job's stored pages with conditional GET: one pass over every page
+    now, or with --continuous each page when due. Changed pages become new versions."""
+    window = revisit_window(revisit_min, revisit_max)
+    if max_seconds is not None and not max_seconds > 0:
+        fail("--max-seconds must be > 0")
+    if delay is not None and not delay >= 0:
+        fail("--delay must be >= 0")
+    from trawler import cli_crawljob as cj
+    from trawler.jobs.layout import job_dir
+
+    _lock = cj.lock_data(data)
+    jobs = cj.open_jobs(data)
+    job_id = _pick_job(jobs, data, job)
+    _job_lock = cj.lock_job_of(data, job_id)
+    config = cj.run(jobs.config(job_id))
+    if delay is not None:
+        config.delay_s = delay
+    totals = run_recrawl(job_dir(data, job_id), config, window, continuous, max_seconds)
+    typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
+
+
+def _pick_job(jobs: object, data: Path, job: str | None) -> str:
+    from trawler import cli_crawljob as cj
+    from trawler.jobs.model import UnknownJob
+
+    if job is not None:
+        try:
+            return cj.run(jobs.get(job)).id  # type: ignore[attr-defined]
+        except UnknownJob:
+            fail(f"no job {job!r} in {data}")
+    newest, _ = cj.run(jobs.list(None, 0, 1))  # type: ignore[attr-defined]
+    if not newest:
+        fail(f"no crawl data in {data}: crawl first")
+    return str(newest[0].id)
+
+
+def run_recrawl(
+    directory: Path, config: object, window: RevisitWindow, continuous: bool,
+    max_seconds: float | None,
+) -> object:  # fmt: skip
+    """Run the revisits until done (one pass), a signal or max_seconds; a signal that
+    stops a continuous run exits 128 + its number after the summary."""
+    from trawler.recrawl_run import Recrawler, RecrawlOptions
+
+    options = RecrawlOptions(window, continuous, max_seconds)
+    received: list[int] = []
+
+    async def main() -> object:
+        recrawler = Recrawler(directory, config, options)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int) -> None:
+            received.append(sig)
+            recrawler.stop()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+        return await recrawler.run()
+
+    try:
+        totals = asyncio.run(main())
+    except (OSError, sqlite3.Error) as exc:
+        fail(f"cannot revisit the pages in {directory}: {exc}", EXIT_FAILED)
+    if received:
+        typer.echo(recrawl_summary(totals), err=True)
+        raise typer.Exit(EXIT_SIGNAL_BASE + received[0])
+    return totals
+
+
+def recrawl_summary(totals: object) -> str:
+    visits = getattr(totals, "visits", {})
+    parts = ", ".join(f"{count} {verdict}" for verdict, count in sorted(visits.items()))
+    return f"{sum(visits.values())} revisits ({parts or 'none'}), {getattr(totals, 'body_bytes', 0)} body bytes"
+
+
+def versions(
+    url: Annotated[str | None, typer.Argument(help="The URL whose versions to list [every page's].", show_default=False)] = None,
+    data: DataOpt = DEFAULT_DATA,
+    job: Annotated[str | None, typer.Option("--job", help="The job [the newest job in DATA].")] = None,
+    which: Annotated[str, typer.Option("--versions", help="latest, or all.")] = "all",
+    text: Annotated[bool, typer.Option("--text/--no-text", help="Include each version's text.")] = False,
+) -> None:  # fmt: skip
+    """Page versions as JSON lines: a URL's (all, oldest first, by default) or, without
+    URL, every revisited page's (--versions latest: the current one; all: history)."""
+    from trawler.cli_common import open_crawl_data
+    from trawler.store.sqlite import has_table
+    from trawler.store.versions import versions_of
+
+    if which not in ("latest", "all"):
+        fail(f"--versions must be latest or all, not {which!r}")
+    conn = open_crawl_data(data, job)
+    try:
+        if not has_table(conn, "page_versions"):
+            return  # a crawl never revisited: no versions beyond its pages
+        count = 0
+        for row in versions_of(conn, url, which == "latest"):
+            if not text:
+                row.pop("text")
+            sys.stdout.write(json.dumps(row) + "\n")
+            count += 1
+    except sqlite3.Error as exc:
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    finally:
+        conn.close()
+    if url is not None and count == 0:
+        fail(f"no versions of {url} in {data} (not stored, or not revisited yet)", EXIT_FAILED)
