@@ -2,9 +2,13 @@
 (issue 13): what a snapshot of a big job reads without scanning its pages.
 
 ``page_totals`` (one row) holds the pages stored, their body bytes, the failed
-fetches among them and the URLs visited (not queued). Triggers keep it in the
-same transaction as the rows they count, whoever writes them (the crawl's commit,
-a migration), so it is exactly what counting the tables would say. The two
+fetches among them and the URLs visited (not queued). It changes in the same
+transaction as the rows it counts, so it is exactly what counting the tables
+would say: triggers count URL state changes and the rare page updates and
+deletes (a repair, a migration), whoever makes them; pages are inserted by one
+writer only, ``SqliteStore.insert_pages``, which adds its batch with one
+``count_inserted_pages`` (issue 14: a trigger per page row was more than half of
+the insert's CPU time, 15 of 28 µs a page in bench/bench_commit.py). The two
 indexes answer the time windows (``pages_fetched``: covering, so the per-second
 series reads no page row) and the errors (``pages_failed``: the failed pages only).
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import sqlite3
 
 from trawler.outcome import NOT_HTML
+from trawler.records import PageRecord
 
 # As sqlite_read.FAILED; the urls states of store/sqlite.py (0: QUEUED), which
 # imports this module to migrate on connect.
@@ -54,8 +59,8 @@ def _visited(row: str) -> str:
     return f"({row}.state != {_QUEUED})"
 
 
+# page_totals_insert, a trigger of older versions, is dropped on open (count_inserted_pages).
 _TRIGGERS = (
-    f"CREATE TRIGGER page_totals_insert AFTER INSERT ON pages BEGIN {_page_delta('new', '+')} END",
     f"CREATE TRIGGER page_totals_delete AFTER DELETE ON pages BEGIN {_page_delta('old', '-')} END",
     "CREATE TRIGGER page_totals_update AFTER UPDATE OF content_length, error ON pages BEGIN"
     f" {_page_delta('old', '-')} {_page_delta('new', '+')} END",
@@ -72,6 +77,8 @@ def add_totals(conn: sqlite3.Connection) -> None:
     indexes, unless there; all or nothing. On the writer's connection."""
     found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'page_totals'"
     if conn.execute(found).fetchone() is not None:
+        with conn:  # made by a version that counted inserted pages by trigger
+            conn.execute("DROP TRIGGER IF EXISTS page_totals_insert")
         return
     with conn:
         conn.execute("BEGIN")  # DDL included: all of it or nothing
@@ -83,6 +90,35 @@ def add_totals(conn: sqlite3.Connection) -> None:
         )
         for statement in (*_TRIGGERS, *INDEXES):
             conn.execute(statement)
+
+
+def count_inserted_pages(
+    conn: sqlite3.Connection, pages: list[PageRecord], inserted: int, after_id: int
+) -> None:
+    """Add the pages one INSERT stored to the totals, in its transaction. ``inserted``:
+    the rows it stored (its rowcount), ``after_id``: the highest pages.id before it.
+    When all were stored they are counted here; when some were not (a URL stored
+    already) or a value is not what a row of ours holds, the rows after ``after_id``
+    are counted in the table."""
+    if inserted == len(pages):
+        try:
+            length = sum(page.content_length or 0 for page in pages)
+            failed = sum(page.error is not None and page.error != NOT_HTML for page in pages)
+        except TypeError:  # a length of another type: the table knows what it became
+            pass
+        else:
+            conn.execute(_ADD_PAGES, (inserted, length, failed))
+            return
+    conn.execute(_ADD_STORED_PAGES, (after_id,))
+
+
+_ADD_PAGES = "UPDATE page_totals SET pages = pages + ?, bytes = bytes + ?, failed = failed + ?"
+_ADD_STORED_PAGES = (
+    "UPDATE page_totals SET pages = pages + added.n, bytes = bytes + added.b,"
+    " failed = failed + added.f FROM (SELECT count(*) AS n,"
+    f" coalesce(sum(content_length), 0) AS b, coalesce(sum({FAILED}), 0) AS f"
+    " FROM pages WHERE id > ?) AS added"
+)
 
 
 def totals(conn: sqlite3.Connection) -> dict[str, int] | None:
