@@ -4,11 +4,15 @@
 ``page_totals`` (one row) holds the pages stored, their body bytes, the failed
 fetches among them and the URLs visited (not queued). It changes in the same
 transaction as the rows it counts, so it is exactly what counting the tables
-would say: triggers count URL state changes and the rare page updates and
-deletes (a repair, a migration), whoever makes them; pages are inserted by one
-writer only, ``SqliteStore.insert_pages``, which adds its batch with one
-``count_inserted_pages`` (issue 14: a trigger per page row was more than half of
-the insert's CPU time, 15 of 28 µs a page in bench/bench_commit.py). The two
+would say. Triggers count the rare page updates and deletes and URL deletes (a
+repair, a migration), whoever makes them. The crawl's hot writes count
+themselves, one UPDATE a batch: pages are inserted by one writer only,
+``SqliteStore.insert_pages`` (``count_inserted_pages``), and a URL leaves the
+queue by one only, ``DiskQueues.persist_done`` (``count_visited``). A trigger per
+row cost more than the row (issue 14, bench/bench_commit.py: 15 of 28 µs a page
+inserted, 7.5 of 17 µs a URL finished, most of it for being there at all: one
+whose WHEN never held cost 5). A new writer of page rows or URL states counts
+its rows the same way, in its transaction. The two
 indexes answer the time windows (``pages_fetched``: covering, so the per-second
 series reads no page row) and the errors (``pages_failed``: the failed pages only).
 
@@ -59,16 +63,14 @@ def _visited(row: str) -> str:
     return f"({row}.state != {_QUEUED})"
 
 
-# page_totals_insert, a trigger of older versions, is dropped on open (count_inserted_pages).
+# Triggers of older versions, dropped on open: the writers count those rows themselves.
+_DROPPED = ("page_totals_insert", "urls_visited_update")
 _TRIGGERS = (
     f"CREATE TRIGGER page_totals_delete AFTER DELETE ON pages BEGIN {_page_delta('old', '-')} END",
     "CREATE TRIGGER page_totals_update AFTER UPDATE OF content_length, error ON pages BEGIN"
     f" {_page_delta('old', '-')} {_page_delta('new', '+')} END",
     f"CREATE TRIGGER urls_visited_delete AFTER DELETE ON urls WHEN {_visited('old')} BEGIN"
     " UPDATE page_totals SET visited = visited - 1; END",
-    "CREATE TRIGGER urls_visited_update AFTER UPDATE OF state ON urls"
-    f" WHEN {_visited('old')} != {_visited('new')} BEGIN"
-    f" UPDATE page_totals SET visited = visited + {_visited('new')} - {_visited('old')}; END",
 )
 
 
@@ -77,8 +79,9 @@ def add_totals(conn: sqlite3.Connection) -> None:
     indexes, unless there; all or nothing. On the writer's connection."""
     found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'page_totals'"
     if conn.execute(found).fetchone() is not None:
-        with conn:  # made by a version that counted inserted pages by trigger
-            conn.execute("DROP TRIGGER IF EXISTS page_totals_insert")
+        with conn:  # made by a version that counted these rows by trigger
+            for trigger in _DROPPED:
+                conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
         return
     with conn:
         conn.execute("BEGIN")  # DDL included: all of it or nothing
@@ -119,6 +122,12 @@ _ADD_STORED_PAGES = (
     f" coalesce(sum(content_length), 0) AS b, coalesce(sum({FAILED}), 0) AS f"
     " FROM pages WHERE id > ?) AS added"
 )
+
+
+def count_visited(conn: sqlite3.Connection, finished: int) -> None:
+    """``finished`` URLs left the queue (done, dead or skipped), in this transaction."""
+    if finished:
+        conn.execute("UPDATE page_totals SET visited = visited + ?", (finished,))
 
 
 def totals(conn: sqlite3.Connection) -> dict[str, int] | None:
