@@ -339,17 +339,3 @@ def test_header_bytes_that_are_not_text_are_archived_as_sent(tmp_path: Path) -> 
     path = only_file(tmp_path)
     assert record_types(path) == ["warcinfo", "response", "request"]
     assert b"\r\n" + sent + b"\r\n" in gzip.decompress(path.read_bytes())
-
-
-@pytest.mark.parametrize("size", [0, 1, 600, 2300, 70_000, 300_000])
-def test_a_member_is_the_bytes_isal_zlib_makes(size: int) -> None:
-    """The gzip member of a record is byte for byte what ``isal_zlib.compress(record,
-    1, wbits=31)`` made before issue 14 (the cheaper igzip_lib call makes the same)."""
-    from isal import isal_zlib
-
-    from trawler.store.warc import _gzip
-
-    text = b"".join(b"<p>line %d of the page, %d</p>\n" % (i, i * 7919 % 1000) for i in range(9000))
-    record = text[:size]
-    assert _gzip(record, 1) == isal_zlib.compress(record, 1, 31)
-    assert gzip.decompress(_gzip(record, 1)) == record == gzip.decompress(_gzip(record, 0))

@@ -33,7 +33,6 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -59,16 +58,12 @@ _SCAN_CHUNK_BYTES = 1 << 20
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.IGNORECASE)
 
 
-def _pick_deflate() -> Callable[[bytes, int], bytes]:
-    """(record, level) -> one gzip member. ISA-L at level 1: ~5x zlib's speed, smaller
-    output than zlib level 6. Called through ``igzip_lib`` with the gzip flag, not
-    ``isal_zlib.compress(…, wbits=31)``: the same bytes, but that one spends ~6 µs a
-    call on setup, half the cost of a request record (issue 14, bench/bench_commit.py)."""
+def _pick_deflate() -> Callable[[bytes, int, int], bytes]:
     try:
-        igzip = importlib.import_module("isal.igzip_lib")
+        # ISA-L at level 1: ~5x zlib's speed, smaller output than zlib level 6.
+        return importlib.import_module("isal.isal_zlib").compress
     except ImportError:
-        return partial(zlib.compress, wbits=_GZIP_WBITS)
-    return partial(igzip.compress, flag=igzip.COMP_GZIP)
+        return zlib.compress
 
 
 _DEFLATE = _pick_deflate()
@@ -320,7 +315,7 @@ def _gzip(record: bytes, level: int) -> bytes:
     """One gzip member holding exactly one record (WARC 1.1 Annex D.2)."""
     if level == _LEVEL_STORE:
         return zlib.compress(record, _LEVEL_STORE, _GZIP_WBITS)  # stdlib stores fastest
-    return _DEFLATE(record, level)
+    return _DEFLATE(record, level, _GZIP_WBITS)
 
 
 def _finish(open_path: Path) -> None:
