@@ -200,3 +200,14 @@ def test_a_data_dir_of_the_counting_triggers_counts_a_row_once(tmp_path: Path) -
         add_urls(writer, 30)
     assert sqlite_totals.totals(writer) == counted(writer)
     assert counted(writer)["pages"] == 2
+
+
+def test_rows_written_past_the_writers_are_counted_by_a_recount(tmp_path: Path) -> None:
+    conn = stored(tmp_path)
+    with conn:  # by hand, as a repair or a test's made-up data directory might
+        conn.execute("INSERT INTO pages (url, content_length, error) VALUES ('x', 5, 'dns')")
+        conn.execute("UPDATE urls SET state = 1 WHERE state = 0")
+    assert sqlite_totals.totals(conn) != counted(conn)
+    with conn:
+        sqlite_totals.recount(conn)
+    assert sqlite_totals.totals(conn) == counted(conn)

@@ -74,6 +74,18 @@ _TRIGGERS = (
 )
 
 
+_COUNTED = (
+    f"count(*), coalesce(sum(content_length), 0), coalesce(sum({FAILED}), 0),"
+    f" (SELECT count(*) FROM urls WHERE state != {_QUEUED}) FROM pages"
+)
+
+
+def recount(conn: sqlite3.Connection) -> None:
+    """Count the totals again from the tables: after rows written past the writers
+    that count them (a repair by hand, a test's made-up data directory)."""
+    conn.execute(f"UPDATE page_totals SET (pages, bytes, failed, visited) = (SELECT {_COUNTED})")
+
+
 def add_totals(conn: sqlite3.Connection) -> None:
     """Create the totals (counted once from the tables) and their triggers, and the
     indexes, unless there; all or nothing. On the writer's connection."""
@@ -86,11 +98,7 @@ def add_totals(conn: sqlite3.Connection) -> None:
     with conn:
         conn.execute("BEGIN")  # DDL included: all of it or nothing
         conn.execute(_TABLE)
-        conn.execute(
-            "INSERT INTO page_totals SELECT 0, count(*), coalesce(sum(content_length), 0),"
-            f" coalesce(sum({FAILED}), 0), (SELECT count(*) FROM urls WHERE state != {_QUEUED})"
-            " FROM pages"
-        )
+        conn.execute(f"INSERT INTO page_totals SELECT 0, {_COUNTED}")
         for statement in (*_TRIGGERS, *INDEXES):
             conn.execute(statement)
 
