@@ -22,8 +22,9 @@ SQLite's COMMIT and the transaction's own statements.
 
     .venv/bin/python bench/bench_commit.py --hosts 200 --repeat 3
 
-Run it against another checkout's code with ``PYTHONPATH=<checkout>`` to compare
-before and after, back to back.
+``--code DIR`` runs it on the code of another checkout (e.g. ``git archive main``
+unpacked in a directory) to compare before and after, back to back; the editable
+install's import hook would win over ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+
+def _use_code(argv: list[str]) -> None:
+    """``--code DIR``: import trawler from DIR, not from the editable install."""
+    if "--code" in argv:
+        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+        sys.path.insert(0, argv[argv.index("--code") + 1])
+
+
+_use_code(sys.argv)
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_warc import fetched  # noqa: E402
@@ -241,6 +251,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=39, help="/p/N.html pages per host")
     parser.add_argument("--batch", type=int, default=375, help="URLs per commit (0.25 s)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--code", type=Path, help="a checkout to import trawler from")
     args = parser.parse_args()
     pages = Pages(Site(SiteSpec(hosts=args.hosts, pages=args.pages)))
     report = {"code": str(Path(trawler.__file__).parent.parent), "batch": args.batch}
