@@ -20,6 +20,7 @@ def assert_one_line_error(out: subprocess.CompletedProcess[str], code: int) -> s
 def make_large_crawl(data: Path, pages: int) -> None:
     """A data directory with ``pages`` stored pages, written through the real schema."""
     from trawler.store.sqlite import connect
+    from trawler.store.sqlite_totals import recount
 
     conn = connect(data)
     rows = (
@@ -33,6 +34,7 @@ def make_large_crawl(data: Path, pages: int) -> None:
             " title, description, noindex, host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+        recount(conn)  # rows written past insert_pages, which counts its own
     conn.close()
 
 

@@ -26,6 +26,7 @@ from trawler.store.distributed import DistributedBackend
 from trawler.store.embedded import EmbeddedBackend
 from trawler.store.postgres import PostgresStore
 from trawler.store.sqlite import DEAD as DEAD_STATE
+from trawler.store.sqlite_totals import FAILED, totals
 from trawler.urls import host_key
 
 pytestmark = pytest.mark.timeout(60)
@@ -177,6 +178,27 @@ class TestEmbedded(CommitIsolationContract):
         yield Harness(backend, tmp_path / "warc", read, dead_letter)
         if backend.frontier is not None:
             await backend.close()
+
+    async def test_totals_are_what_counting_says(self, harness: Harness, tmp_path: Path) -> None:
+        """The commit counts its pages and finished URLs itself (sqlite_totals): a batch
+        written again one outcome at a time, after a rejected row, counts each once."""
+        host = f"http://{uuid.uuid4().hex[:8]}.test"
+        urls = [f"{host}/{name}/" for name in ("a", "bad", "dead", "skip")]
+        a, bad, dead, skip = await lease_all(harness.backend, urls)
+        batch = CommitBatch()
+        batch.add(fetched(a))
+        batch.add(fetched(bad, status=TOO_BIG_STATUS))
+        batch.add(fetched(dead, DEAD))
+        batch.add(UrlOutcome(skip, "skipped", reason="robots"))
+        await harness.backend.commit(batch)
+        with sqlite3.connect(tmp_path / "trawler.db") as conn:
+            counted = conn.execute(
+                f"SELECT count(*), sum(content_length), coalesce(sum({FAILED}), 0),"
+                " (SELECT count(*) FROM urls WHERE state != 0) FROM pages"
+            ).fetchone()
+            kept = totals(conn)
+        body = fetched(a).page.content_length  # type: ignore[union-attr]
+        assert kept is not None and tuple(kept.values()) == counted == (3, 2 * body, 1, 4)
 
 
 class TestDistributed(CommitIsolationContract):

@@ -25,12 +25,13 @@ _KILLED_WRITER = """
 import os, sys
 from pathlib import Path
 from trawler.config import CrawlConfig
-from trawler.store import sqlite as db
+from trawler.store import sqlite as db, sqlite_totals
 conn = db.connect(Path(sys.argv[1]))
 print(db.SqliteStore(conn).create_job(CrawlConfig(max_depth=4), sys.argv[2]), flush=True)
 conn.execute("PRAGMA wal_autocheckpoint=0")  # the rows stay in the WAL
 conn.executemany("INSERT INTO pages (url, status, host) VALUES (?, 200, 'a.test')",
                  [(f"http://a.test/{i}",) for i in range(50)])
+sqlite_totals.recount(conn)  # rows written past insert_pages, which counts its own
 conn.commit()
 os._exit(0)  # as a killed crawl: no checkpoint, the WAL left beside the database
 """

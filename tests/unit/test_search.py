@@ -265,3 +265,31 @@ def test_a_database_without_the_index_says_so(tmp_path: Path) -> None:
     with pytest.raises(SearchIndexMissing):
         search(readonly, "anything")
     readonly.close()
+
+
+def _automerge(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT v FROM pages_fts_config WHERE k = 'automerge'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def test_the_index_merges_its_segments_sixteen_at_a_time(tmp_path: Path) -> None:
+    """Issue 14: FTS5's default merges 4 segments at a time, rewriting each page's terms
+    about twice as often; at 16 a page costs ~25 % less to index, the same answers.
+    An index made before gets the setting when a writer opens it."""
+    conn = db.connect(tmp_path)
+    assert _automerge(conn) == 16
+    conn.execute("DELETE FROM pages_fts_config WHERE k = 'automerge'")  # as made before
+    conn.commit()
+    conn.close()
+    conn = db.connect(tmp_path)
+    assert _automerge(conn) == 16
+    for i in range(60):  # a commit each: 60 segments to merge
+        _commit(conn, [_page(f"http://a.test/{i}", f"harbour pilot {i} " + "quay " * (i % 7))])
+    segments = conn.execute("SELECT count(*) FROM pages_fts_data").fetchone()[0]
+    assert len(search(conn, "harbour", limit=100)) == 60
+    assert _urls(search(conn, '"pilot 17"')) == ["http://a.test/17"]
+    assert rebuild_search_index(conn) == 60  # one segment: the same answers
+    assert len(search(conn, "harbour", limit=100)) == 60
+    assert _urls(search(conn, '"pilot 17"')) == ["http://a.test/17"]
+    assert conn.execute("SELECT count(*) FROM pages_fts_data").fetchone()[0] < segments
+    conn.close()

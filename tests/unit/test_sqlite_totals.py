@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from trawler.config import CrawlConfig
+from trawler.frontier.disk_queue import DiskQueues
 from trawler.jobs.layout import job_numbers
-from trawler.records import PageRecord
+from trawler.records import CrawlRequest, PageRecord
 from trawler.store import sqlite_read, sqlite_totals
-from trawler.store.sqlite import DONE, QUEUED, SKIPPED, SqliteStore, connect
+from trawler.store.sqlite import QUEUED, SqliteStore, connect
 
 NOW = 1_700_000_000.0
 
@@ -39,13 +40,14 @@ def some_pages() -> list[PageRecord]:
 
 
 def add_urls(conn: sqlite3.Connection, count: int) -> None:
-    conn.executemany(
-        "INSERT INTO urls (host, depth, seq, fp, url) VALUES ('a.test', 1, ?, ?, ?)",
-        [(i, i, f"http://a.test/u{i}") for i in range(count)],
-    )
-    conn.execute(f"UPDATE urls SET state = {DONE} WHERE seq % 3 = 0")
-    conn.execute(f"UPDATE urls SET state = {SKIPPED} WHERE seq % 5 = 1")
-    conn.execute(f"UPDATE urls SET state = {QUEUED} WHERE seq % 9 = 0")  # retried: queued again
+    """Queued URLs, finished as the frontier finishes them (persist_done, the one writer
+    of URL states): done, dead, skipped, some twice; then some deleted (a repair)."""
+    requests = [CrawlRequest(f"http://a.test/u{i}", 1, None, "a.test", i) for i in range(count)]
+    queues = DiskQueues(window=None)  # nothing leased: it looks each row up
+    queues.persist_new(conn, requests)
+    done = [(r, r.fp % 7 == 0) for r in requests if r.fp % 3 == 0]
+    queues.persist_done(conn, done, [(r, "robots") for r in requests if r.fp % 5 == 1])
+    queues.persist_done(conn, [(r, False) for r in requests[:40]], [])  # some finished already
     conn.execute("DELETE FROM urls WHERE seq % 13 = 0")
 
 
@@ -128,7 +130,7 @@ def _as_older_version(data: Path) -> None:
         "SELECT type, name FROM sqlite_master WHERE name LIKE 'page_totals%'"
         " OR name LIKE 'urls_visited%' OR name IN ('pages_fetched', 'pages_failed')"
     ).fetchall()
-    assert len(names) == 8
+    assert len(names) == 6
     for kind, name in names:
         if kind != "table":
             conn.execute(f"DROP {kind} {name}")
@@ -144,7 +146,8 @@ def test_an_older_data_dir_is_counted_once_when_a_writer_opens_it(tmp_path: Path
     assert sqlite_totals.totals(reader) is None  # not migrated: the reads count
     before = (sqlite_read.job_counts(reader), sqlite_read.activity(reader, NOW))
     numbers = counted(reader)
-    assert job_numbers(tmp_path) == (numbers["pages"], 0, numbers["failed"])
+    queued = reader.execute("SELECT sum(queued) FROM host_queues").fetchone()[0]
+    assert job_numbers(tmp_path) == (numbers["pages"], queued, numbers["failed"])
     reader.close()
     writer = connect(tmp_path)
     assert sqlite_totals.totals(writer) == counted(writer)
@@ -158,4 +161,53 @@ def test_an_older_data_dir_is_counted_once_when_a_writer_opens_it(tmp_path: Path
     assert counts["errors"] == before[0]["errors"] + 1
     assert activity["queue"] == before[1]["queue"]
     assert activity["storage"]["pages"] == before[1]["storage"]["pages"] + 1
-    assert job_numbers(tmp_path) == (numbers["pages"] + 1, 0, numbers["failed"] + 1)
+    assert job_numbers(tmp_path) == (numbers["pages"] + 1, queued, numbers["failed"] + 1)
+
+
+def test_a_batch_partly_stored_or_odd_is_counted_as_the_table_says(tmp_path: Path) -> None:
+    conn = stored(tmp_path)
+    store = SqliteStore(conn)
+    with conn:  # two stored already, two new: only the new ones count
+        store.insert_pages([page(0), page(3), page(7001, error="timeout"), page(7002)])
+    assert sqlite_totals.totals(conn) == counted(conn)
+    with conn:  # a length of another type: what the column made of it counts
+        store.insert_pages([page(7003, content_length="12"), page(7004, content_length=2.5)])
+    assert conn.execute("SELECT content_length FROM pages WHERE id = last_insert_rowid() - 1")
+    assert sqlite_totals.totals(conn) == counted(conn)
+    with conn:
+        store.insert_pages([])
+    assert sqlite_totals.totals(conn) == counted(conn)
+
+
+def test_a_data_dir_of_the_counting_triggers_counts_a_row_once(tmp_path: Path) -> None:
+    """Issue 13's data directories count inserted pages and finished URLs by triggers;
+    they are dropped on open, now that insert_pages and persist_done count them."""
+    connect(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "trawler.db")
+    conn.execute(
+        "CREATE TRIGGER page_totals_insert AFTER INSERT ON pages BEGIN"
+        " UPDATE page_totals SET pages = pages + 1; END"
+    )
+    conn.execute(
+        "CREATE TRIGGER urls_visited_update AFTER UPDATE OF state ON urls BEGIN"
+        " UPDATE page_totals SET visited = visited + 1; END"
+    )
+    conn.commit()
+    conn.close()
+    writer = connect(tmp_path)
+    with writer:
+        SqliteStore(writer).insert_pages([page(1), page(2, error="timeout")])
+        add_urls(writer, 30)
+    assert sqlite_totals.totals(writer) == counted(writer)
+    assert counted(writer)["pages"] == 2
+
+
+def test_rows_written_past_the_writers_are_counted_by_a_recount(tmp_path: Path) -> None:
+    conn = stored(tmp_path)
+    with conn:  # by hand, as a repair or a test's made-up data directory might
+        conn.execute("INSERT INTO pages (url, content_length, error) VALUES ('x', 5, 'dns')")
+        conn.execute("UPDATE urls SET state = 1 WHERE state = 0")
+    assert sqlite_totals.totals(conn) != counted(conn)
+    with conn:
+        sqlite_totals.recount(conn)
+    assert sqlite_totals.totals(conn) == counted(conn)

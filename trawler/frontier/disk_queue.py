@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from trawler.records import CrawlRequest
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
+from trawler.store.sqlite_totals import count_visited
 
 WINDOW = 16  # URLs of a host kept in memory
 CHUNK = 10_000  # rows per executemany: a huge batch is written in bounded pieces
@@ -145,6 +146,7 @@ class DiskQueues:
             )
             finished.append((host, -cursor.rowcount, -cursor.rowcount if skipped_now else 0))
         conn.executemany(_COUNT, finished)
+        count_visited(conn, -sum(queued for _, queued, _ in finished))
 
     @staticmethod
     def _find(conn: sqlite3.Connection, request: CrawlRequest) -> tuple[str, int, int]:

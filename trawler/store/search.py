@@ -118,8 +118,26 @@ def ensure_search_schema(conn: sqlite3.Connection) -> None:
             if name not in existing:
                 conn.execute(f"ALTER TABLE pages ADD COLUMN {name} {sql_type}")
         conn.execute(SEARCH_SCHEMA)
+        _set_automerge(conn)
         if backfill:
             index_pages_after(conn, 0)
+
+
+# Segments FTS5 merges at a time (its default: 4). Each commit adds a segment, and a
+# merge rewrites the terms of all it takes: at 16, a page's terms are rewritten about
+# half as often, ~25 % less CPU time to index a page (issue 14: 18.4 against 13.8 µs
+# a page of the benchmark's web), the same answers, and queries as fast (more
+# segments to read, each searched by its own b-tree: measured on 29,400 pages).
+AUTOMERGE = 16
+
+
+def _set_automerge(conn: sqlite3.Connection) -> None:
+    """Keep AUTOMERGE in the index's config (a setting FTS5 stores with the table)."""
+    row = conn.execute("SELECT v FROM pages_fts_config WHERE k = 'automerge'").fetchone()
+    if row is None or row[0] != AUTOMERGE:
+        conn.execute(
+            "INSERT INTO pages_fts (pages_fts, rank) VALUES ('automerge', ?)", (AUTOMERGE,)
+        )
 
 
 def last_page_id(conn: sqlite3.Connection) -> int:

@@ -27,7 +27,7 @@ from trawler.store.kinds import (
     ROBOTS_COLUMNS,
 )
 from trawler.store.search import ensure_search_schema
-from trawler.store.sqlite_totals import add_totals
+from trawler.store.sqlite_totals import add_totals, count_inserted_pages
 from trawler.store.versions import ensure_versions_schema
 from trawler.urls import seed_hosts
 
@@ -329,13 +329,17 @@ class SqliteStore:
 
     # -- writes (inside the caller's transaction) -----------------------------
     def insert_pages(self, pages: list[PageRecord]) -> None:
+        if not pages:
+            return
         placeholders = ", ".join("?" for _ in PAGE_COLUMNS)
+        after_id = self.conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0]
         # Exactly-once storing: a URL already stored is never stored twice.
-        self.conn.executemany(
+        cursor = self.conn.executemany(
             f"INSERT INTO pages ({', '.join(PAGE_COLUMNS)}) VALUES ({placeholders})"
             " ON CONFLICT(url) DO NOTHING",
             map(_page_row, pages),  # rows made in C as SQLite asks for them: no list, no frame
         )
+        count_inserted_pages(self.conn, pages, cursor.rowcount, after_id)
 
     def insert_robots(self, records: list[RobotsRecord]) -> None:
         """A row per robots.txt download (several per URL: retries, refetches)."""
