@@ -109,7 +109,7 @@ class Connection(asyncio.Protocol):
         """
         if self._lost or self._transport is None:
             raise ConnectionClosed("connection closed before the request was sent")
-        self._response = Response()
+        # self._response is a fresh one: from __init__, or from finish() after the last exchange.
         self._active, self._reusable, self._error = True, False, None
         self._stage, self._read_until_close = _HEAD, False
         self._body_limit = self._head_bytes = 0
@@ -141,12 +141,14 @@ class Connection(asyncio.Protocol):
         return self._stage == _DONE
 
     def finish(self) -> None:
-        """The exchange is over (read, refused or failed): stop its timer."""
+        """The exchange is over (read, refused or failed): stop its timer, and let go of
+        the response (the caller has it): an idle connection must not keep a body alive."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._stage != _DONE:
             self.close()
+        self._response = Response()
 
     def close(self) -> None:
         self._reusable = False
