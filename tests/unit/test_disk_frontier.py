@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trawler.dedup import url_fingerprint
-from trawler.frontier.seen import SeenSet
+from trawler.frontier.seen import MERGE_MIN, SORT_MIN, SeenSet
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
@@ -268,3 +268,27 @@ def test_the_seen_set_answers_each_key_in_its_place() -> None:
     rng.shuffle(mixed)
     known = set(old)
     assert seen.mark_new(mixed) == [fp not in known for fp in mixed]
+
+
+def test_the_seen_set_answers_small_batches_as_large_ones() -> None:
+    """A page's links (a few keys, searched unsorted) and a seed chunk (many, sorted
+    first) get the answers a Python set gives, with the volatile array in use too."""
+    rng = random.Random(7)
+    seen, known = SeenSet(), set()
+    old = list({rng.getrandbits(63) - (1 << 62) for _ in range(MERGE_MIN * 2)})
+    seen.mark_new(old)
+    seen.committed(old, seq=len(old))
+    seen.merge()
+    known.update(old)
+    for size in [3 * MERGE_MIN, 1, 2, 7, 40, SORT_MIN - 1, SORT_MIN, 3 * SORT_MIN]:
+        batch = rng.sample(old, size // 2) + [rng.getrandbits(63) for _ in range(size - size // 2)]
+        batch += batch[: size // 3]  # repeats within a batch: only the first one is new
+        rng.shuffle(batch)
+        expected = []
+        for fp in batch:
+            expected.append(fp not in known)
+            known.add(fp)
+        assert seen.mark_new(batch) == expected, size
+    assert len(seen._volatile) > 0  # the first batch moved the pending ones out of the set
+    probe = rng.sample(sorted(known), 50) + [rng.getrandbits(63) for _ in range(50)]
+    assert [fp in seen for fp in probe] == [fp in known for fp in probe]
