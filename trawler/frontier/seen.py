@@ -123,16 +123,13 @@ def _found(array: np.ndarray, keys: np.ndarray) -> np.ndarray:
     if not len(array):
         return np.zeros(len(keys), dtype=bool)
     # ndarray methods, not np.searchsorted(): those add a Python-level dispatch per call.
+    # A key past the last entry is compared with the last one (clip): not found.
     if len(keys) < SORT_MIN:
-        at = array.searchsorted(keys)
-        at[at == len(array)] = 0
-        return array[at] == keys
+        return array.take(array.searchsorted(keys), mode="clip") == keys
     order = keys.argsort()
     ordered = keys[order]
-    at = array.searchsorted(ordered)
-    at[at == len(array)] = 0
     found = np.empty(len(keys), dtype=bool)
-    found[order] = array[at] == ordered
+    found[order] = array.take(array.searchsorted(ordered), mode="clip") == ordered
     return found
 
 
