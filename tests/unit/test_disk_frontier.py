@@ -292,3 +292,28 @@ def test_the_seen_set_answers_small_batches_as_large_ones() -> None:
     assert len(seen._volatile) > 0  # the first batch moved the pending ones out of the set
     probe = rng.sample(sorted(known), 50) + [rng.getrandbits(63) for _ in range(50)]
     assert [fp in seen for fp in probe] == [fp in known for fp in probe]
+
+
+async def test_a_host_ready_sooner_is_leased_when_ready_not_at_an_earlier_wait_s_end() -> None:
+    """The dispatcher's wait for the next ready host is ended early by new URLs; a
+    host that becomes ready before the time the earlier wait aimed at is leased
+    when it is ready (the wake-up timer is kept between waits, never for too long)."""
+    frontier = SqliteFrontier(PolitenessPolicy(2.0))
+    a, b = req("http://a.test/1", 1), req("http://b.test/1", 1)
+    frontier.enqueue([a, req("http://a.test/2", 1)])
+    first = await frontier.next()
+    assert first is not None and first.url == a.url
+    frontier.record_sent(first.host, frontier.clock())
+    await frontier.finish_host(first.host)  # a.test: ready again in 2 s
+    waiting = asyncio.ensure_future(frontier.next())
+    await asyncio.sleep(0.1)  # next() waits for a.test, 2 s off
+    frontier.enqueue([b])  # ends that wait: b.test is ready at once
+    leased = await asyncio.wait_for(waiting, 1)
+    assert leased is not None and leased.url == b.url
+    await frontier.hand_back(leased, delay_s=0.3)  # b.test ready in 0.3 s, a.test in ~1.9
+    await frontier.finish_host(leased.host)  # as the crawl loop does after a hand-back
+    started = frontier.clock()
+    again = await asyncio.wait_for(frontier.next(), 5)
+    assert again is not None and again.url == b.url
+    assert 0.25 < frontier.clock() - started < 1.0
+    frontier.close()
