@@ -24,7 +24,7 @@ from trawler.robotscache import (
 )
 from trawler.urls import origin
 
-# Link verdicts remembered (RobotsGate.allows); past it they start over.
+# Link verdicts remembered (RobotsGate.allows), ~3.5 MB at most; past it they start over.
 _LINK_VERDICTS_MAX = 1 << 15
 
 
