@@ -157,8 +157,8 @@ class HttpPool:
         """The first address that accepts, in the resolver's order (as aiohttp)."""
         scheme, host, port = key
         tls = self._ssl_context() if scheme == "https" else None
-        if self._deadlines is None:
-            self._deadlines = Deadlines(loop)
+        if self._deadlines is None or self._deadlines.loop is not loop:
+            self._deadlines = Deadlines(loop)  # (a pool used on a later loop: a new tick)
         deadlines = self._deadlines
         error: OSError | None = None
         for address in addresses:

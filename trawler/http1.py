@@ -72,14 +72,14 @@ class Deadlines:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self.loop = loop
         self._out: set[Connection] = set()
         self._tick: asyncio.TimerHandle | None = None
 
     def watch(self, conn: Connection) -> None:
         self._out.add(conn)
         if self._tick is None:
-            self._tick = self._loop.call_later(TICK_S, self._check)
+            self._tick = self.loop.call_later(TICK_S, self._check)
 
     def unwatch(self, conn: Connection) -> None:
         self._out.discard(conn)
@@ -92,12 +92,12 @@ class Deadlines:
 
     def _check(self) -> None:
         self._tick = None
-        now = self._loop.time()
+        now = self.loop.time()
         late = [conn for conn in self._out if conn.due <= now]
         for conn in late:  # (a list first: expiring one unwatches it)
             conn.expire(now)
         if self._out:
-            self._tick = self._loop.call_later(TICK_S, self._check)
+            self._tick = self.loop.call_later(TICK_S, self._check)
 
 
 class Connection(asyncio.Protocol):
