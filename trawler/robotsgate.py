@@ -61,7 +61,7 @@ class RobotsGate:
         self._entries: dict[str, RobotsEntry] = {}
         # url -> allowed, by the entries held now: a page's links are mostly its host's
         # other pages, asked about by every page of the host (origin() and the match
-        # cost ~1.7 µs a link). Emptied whenever an entry changes.
+        # cost ~1.7 µs a link). Emptied whenever an entry is replaced.
         self._link_verdicts: dict[str, bool] = {}
 
     async def verdict(self, url: str, host: str, frontier: Frontier) -> Verdict:
@@ -116,8 +116,9 @@ class RobotsGate:
         return self._keep(site, host, frontier, entry)
 
     def _keep(self, site: str, host: str, frontier: Frontier, entry: RobotsEntry) -> RobotsEntry:
+        if site in self._entries:  # verdicts remembered under the old one may not hold
+            self._link_verdicts.clear()  # (none are for an origin without one)
         self._entries[site] = entry
-        self._link_verdicts.clear()
         frontier.set_crawl_delay(host, entry.rules.crawl_delay)
         return entry
 
