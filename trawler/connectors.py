@@ -20,7 +20,7 @@ import ssl
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
-from trawler.http1 import Connection
+from trawler.http1 import Connection, Deadlines
 from trawler.httpcodec import FetchError
 from trawler.netguard import GuardedResolver, PrivateAddressError, looks_like_ip_literal
 
@@ -61,6 +61,7 @@ class HttpPool:
         self._idle: dict[Key, list[Connection]] = {}
         self._conns: set[Connection] = set()
         self._sweeper: asyncio.TimerHandle | None = None
+        self._deadlines: Deadlines | None = None  # of its connections' requests, on the loop
         self._ssl: ssl.SSLContext | None = None
         self.closed = False
 
@@ -98,6 +99,9 @@ class HttpPool:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        if self._deadlines is not None:
+            self._deadlines.close()
+            self._deadlines = None
         conns, self._conns, self._idle = list(self._conns), set(), {}
         for conn in conns:
             conn.close()
@@ -153,11 +157,14 @@ class HttpPool:
         """The first address that accepts, in the resolver's order (as aiohttp)."""
         scheme, host, port = key
         tls = self._ssl_context() if scheme == "https" else None
+        if self._deadlines is None or self._deadlines.loop is not loop:
+            self._deadlines = Deadlines(loop)  # (a pool used on a later loop: a new tick)
+        deadlines = self._deadlines
         error: OSError | None = None
         for address in addresses:
             try:
                 _, conn = await loop.create_connection(
-                    lambda: Connection(key, loop),
+                    lambda: Connection(key, loop, deadlines),
                     address,
                     port,
                     ssl=tls,

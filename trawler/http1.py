@@ -3,9 +3,9 @@
 The crawl's event loop is its bottleneck, and a general client (aiohttp) spends
 much of it on stream plumbing, several timers and futures per request. Here a
 connection parses with ``httptools`` (llhttp, in C) straight into one response
-record, wakes its one waiting task with one future per wait, and keeps ONE
-timer per request, armed at the earliest deadline and re-armed lazily when it
-fires early (data arriving never touches it).
+record, wakes its one waiting task with one future per wait, and arms no timer
+per request: the pool's ``Deadlines`` checks every connection with a request out
+on one coarse tick (data arriving never touches it).
 
 What it does not do, on purpose: re-send a request (politeness: the server
 must never see a request twice back to back), cookies, proxies, request bodies.
@@ -57,12 +57,55 @@ class Response:
 
 
 _HEAD, _BODY, _DONE = 0, 1, 2  # what the waiting task waits for
+# How often the request deadlines are checked: a timeout ends at most this much late.
+TICK_S = 0.1
+
+
+class Deadlines:
+    """The request deadlines of one loop's connections, checked on one coarse tick.
+
+    A timer per request (``call_at``, then ``cancel``) cost a TimerHandle and two
+    heap operations of Python-level comparisons per request in the crawl's
+    saturated event loop; one tick every ``TICK_S`` over the connections with a
+    request out costs a set add and discard per request, and runs only while
+    some request is out.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._out: set[Connection] = set()
+        self._tick: asyncio.TimerHandle | None = None
+
+    def watch(self, conn: Connection) -> None:
+        self._out.add(conn)
+        if self._tick is None:
+            self._tick = self.loop.call_later(TICK_S, self._check)
+
+    def unwatch(self, conn: Connection) -> None:
+        self._out.discard(conn)
+
+    def close(self) -> None:
+        if self._tick is not None:
+            self._tick.cancel()
+            self._tick = None
+        self._out.clear()
+
+    def _check(self) -> None:
+        self._tick = None
+        now = self.loop.time()
+        late = [conn for conn in self._out if conn.due <= now]
+        for conn in late:  # (a list first: expiring one unwatches it)
+            conn.expire(now)
+        if self._out:
+            self._tick = self.loop.call_later(TICK_S, self._check)
 
 
 class Connection(asyncio.Protocol):
     """One keep-alive connection; ``key`` is its pool's (scheme, host, port)."""
 
-    def __init__(self, key: tuple[str, str, int], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, key: tuple[str, str, int], loop: asyncio.AbstractEventLoop, deadlines: Deadlines
+    ) -> None:
         self.key = key
         self.peer: str | None = None
         self.idle_since = 0.0
@@ -79,7 +122,8 @@ class Connection(asyncio.Protocol):
         self._read_until_close = False
         self._body_limit = 0  # wake the reader once the body is past this many bytes
         self._head_bytes = 0  # received while waiting for the headers
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = deadlines
+        self.due = 0.0  # (loop clock) when Deadlines must look at this request next
         self._head_deadline = 0.0
         self._deadline = 0.0
         self._head_timeout_s = 0.0
@@ -109,13 +153,14 @@ class Connection(asyncio.Protocol):
         """
         if self._lost or self._transport is None:
             raise ConnectionClosed("connection closed before the request was sent")
-        self._response = Response()
+        # self._response is a fresh one: from __init__, or from finish() after the last exchange.
         self._active, self._reusable, self._error = True, False, None
         self._stage, self._read_until_close = _HEAD, False
         self._body_limit = self._head_bytes = 0
         self._head_deadline, self._deadline = head_deadline, deadline
         self._head_timeout_s = head_timeout_s
-        self._timer = self._loop.call_at(min(head_deadline, deadline), self._on_timer)
+        self.due = min(head_deadline, deadline)
+        self._deadlines.watch(self)
         self._transport.write(request)
         return time.monotonic()  # politeness is measured on this clock
 
@@ -141,12 +186,13 @@ class Connection(asyncio.Protocol):
         return self._stage == _DONE
 
     def finish(self) -> None:
-        """The exchange is over (read, refused or failed): stop its timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """The exchange is over (read, refused or failed): stop watching its deadlines,
+        and let go of the response (the caller has it): an idle connection must not
+        keep a body alive."""
+        self._deadlines.unwatch(self)
         if self._stage != _DONE:
             self.close()
+        self._response = Response()
 
     def close(self) -> None:
         self._reusable = False
@@ -264,15 +310,18 @@ class Connection(asyncio.Protocol):
         self.close()
         self._wake()
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def expire(self, now: float) -> None:
+        """``due`` has passed (Deadlines): fail the request if its deadline has."""
         if not self._active:
+            self._deadlines.unwatch(self)
             return
         head = self._stage == _HEAD and self._head_deadline <= self._deadline
         due = self._head_deadline if head else self._deadline
-        if self._loop.time() < due:  # the headers came in time: now the body's deadline
-            self._timer = self._loop.call_at(due, self._on_timer)
-        elif head:
+        if now < due:  # the headers came in time: now the body's deadline
+            self.due = due
+            return
+        self._deadlines.unwatch(self)
+        if head:
             limit = f"{self._head_timeout_s:g}"
             self._fail(FetchError("timeout", f"no response headers within {limit} s"))
         else:

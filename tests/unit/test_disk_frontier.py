@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trawler.dedup import url_fingerprint
-from trawler.frontier.seen import SeenSet
+from trawler.frontier.seen import MERGE_MIN, SORT_MIN, SeenSet
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
@@ -268,3 +268,52 @@ def test_the_seen_set_answers_each_key_in_its_place() -> None:
     rng.shuffle(mixed)
     known = set(old)
     assert seen.mark_new(mixed) == [fp not in known for fp in mixed]
+
+
+def test_the_seen_set_answers_small_batches_as_large_ones() -> None:
+    """A page's links (a few keys, searched unsorted) and a seed chunk (many, sorted
+    first) get the answers a Python set gives, with the volatile array in use too."""
+    rng = random.Random(7)
+    seen, known = SeenSet(), set()
+    old = list({rng.getrandbits(63) - (1 << 62) for _ in range(MERGE_MIN * 2)})
+    seen.mark_new(old)
+    seen.committed(old, seq=len(old))
+    seen.merge()
+    known.update(old)
+    for size in [3 * MERGE_MIN, 1, 2, 7, 40, SORT_MIN - 1, SORT_MIN, 3 * SORT_MIN]:
+        batch = rng.sample(old, size // 2) + [rng.getrandbits(63) for _ in range(size - size // 2)]
+        batch += batch[: size // 3]  # repeats within a batch: only the first one is new
+        rng.shuffle(batch)
+        expected = []
+        for fp in batch:
+            expected.append(fp not in known)
+            known.add(fp)
+        assert seen.mark_new(batch) == expected, size
+    assert len(seen._volatile) > 0  # the first batch moved the pending ones out of the set
+    probe = rng.sample(sorted(known), 50) + [rng.getrandbits(63) for _ in range(50)]
+    assert [fp in seen for fp in probe] == [fp in known for fp in probe]
+
+
+async def test_a_host_ready_sooner_is_leased_when_ready_not_at_an_earlier_wait_s_end() -> None:
+    """The dispatcher's wait for the next ready host is ended early by new URLs; a
+    host that becomes ready before the time the earlier wait aimed at is leased
+    when it is ready (the wake-up timer is kept between waits, never for too long)."""
+    frontier = SqliteFrontier(PolitenessPolicy(2.0))
+    a, b = req("http://a.test/1", 1), req("http://b.test/1", 1)
+    frontier.enqueue([a, req("http://a.test/2", 1)])
+    first = await frontier.next()
+    assert first is not None and first.url == a.url
+    frontier.record_sent(first.host, frontier.clock())
+    await frontier.finish_host(first.host)  # a.test: ready again in 2 s
+    waiting = asyncio.ensure_future(frontier.next())
+    await asyncio.sleep(0.1)  # next() waits for a.test, 2 s off
+    frontier.enqueue([b])  # ends that wait: b.test is ready at once
+    leased = await asyncio.wait_for(waiting, 1)
+    assert leased is not None and leased.url == b.url
+    await frontier.hand_back(leased, delay_s=0.3)  # b.test ready in 0.3 s, a.test in ~1.9
+    await frontier.finish_host(leased.host)  # as the crawl loop does after a hand-back
+    started = frontier.clock()
+    again = await asyncio.wait_for(frontier.next(), 5)
+    assert again is not None and again.url == b.url
+    assert 0.25 < frontier.clock() - started < 1.0
+    frontier.close()

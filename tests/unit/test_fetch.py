@@ -489,6 +489,20 @@ async def test_timeout(server: TestServer) -> None:
     assert 0.4 < r.duration_s < 2
 
 
+async def test_timeouts_hold_for_requests_out_together_and_after_a_quiet_spell(
+    server: TestServer,
+) -> None:
+    """Deadlines are checked on one shared tick that stops while no request is out:
+    each of several requests out at once times out, and so does one sent after."""
+    async with fetcher(timeout_s=0.5) as f:
+        together = await asyncio.gather(*(f.fetch(url(server, f"/slow?{i}")) for i in range(3)))
+        await asyncio.sleep(0.3)  # past a tick with nothing out
+        alone = await f.fetch(url(server, "/slow"))
+    for r in [*together, alone]:
+        assert r.error == "timeout"
+        assert 0.4 < r.duration_s < 2
+
+
 async def test_first_byte_timeout_is_shorter_than_the_total() -> None:
     # Accepts the connection, never answers: only the kernel's listen queue.
     with socket.socket() as silent:

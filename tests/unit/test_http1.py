@@ -10,6 +10,7 @@ connection outlives its time.
 from __future__ import annotations
 
 import asyncio
+import gc
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ import pytest
 from trawler.config import CrawlConfig
 from trawler.connectors import MAX_IDLE_PER_HOST, Connectors
 from trawler.fetch import Fetcher
+from trawler.http1 import Connection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -324,3 +326,39 @@ async def test_connection_limit_holds_over_concurrent_fetches() -> None:
         results = await asyncio.gather(*(f.fetch(f"http://127.0.0.1:{port}/{i}") for i in range(6)))
     assert all(r.ok for r in results)
     assert log.connections == 2 and len(log.requests) == 6
+
+
+# --- memory --------------------------------------------------------------------------
+
+
+def _holds(root: object, marker: bytes, depth: int = 4) -> bool:
+    """Whether anything reachable from ``root`` (within ``depth`` references) is a
+    bytes object containing ``marker``."""
+    seen: set[int] = set()
+    level = [root]
+    for _ in range(depth):
+        following = []
+        for obj in level:
+            if id(obj) in seen or isinstance(obj, type | asyncio.AbstractEventLoop):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, bytes | bytearray | memoryview) and marker in bytes(obj):
+                return True
+            following.extend(gc.get_referents(obj))
+        level = following
+    return False
+
+
+async def test_idle_pooled_connection_holds_no_body() -> None:
+    """At 8,000 hosts the last response of each kept connection was ~230 MB."""
+    marker = b"<p>a body an idle connection must not keep</p>"
+    body = marker * 2000
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    async with server(always(reply)) as (port, log), fetcher() as f:
+        r = await f.fetch(f"http://127.0.0.1:{port}/")
+        assert r.raw_body == body
+        del r
+        idle = [o for o in gc.get_objects() if isinstance(o, Connection) and o.reusable]
+        assert len(idle) == 1  # the fetch's connection, back in the pool
+        assert not _holds(idle[0], marker)
+    assert log.connections == 1

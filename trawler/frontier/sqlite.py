@@ -78,6 +78,8 @@ class SqliteFrontier:
         self._leased = 0
         self._closed = False
         self._changed = asyncio.Event()
+        self._wake: asyncio.TimerHandle | None = None  # sets _changed at _wake_at (loop clock)
+        self._wake_at = 0.0
         self._kept = RestartState(clock)
         self.seen_rows_read = 0  # rows load() read to rebuild the seen set
 
@@ -343,6 +345,9 @@ class SqliteFrontier:
     def close(self) -> None:
         self._closed = True
         self._changed.set()
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
 
     @property
     def queued(self) -> int:
@@ -385,14 +390,21 @@ class SqliteFrontier:
         """Sleep until something changes (new URLs, a host freed) or ``timeout``.
 
         A timer that sets the event, not asyncio.wait_for: that builds a task per
-        wait, and the dispatcher waits here for nearly every URL it hands out.
+        wait, and the dispatcher waits here for nearly every URL it hands out. The
+        timer is kept when the event ends the wait (the usual case: a page done, its
+        host free again) and serves the next wait if it is due no later; a wake-up
+        before the next host is ready only makes next() look again.
         """
         self._changed.clear()
-        timer = None
         if timeout is not None:
-            timer = asyncio.get_running_loop().call_later(timeout, self._changed.set)
-        try:
-            await self._changed.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
+            loop = asyncio.get_running_loop()
+            wake_at = loop.time() + timeout
+            if self._wake is None or self._wake_at > wake_at:
+                if self._wake is not None:
+                    self._wake.cancel()
+                self._wake, self._wake_at = loop.call_at(wake_at, self._woken), wake_at
+        await self._changed.wait()
+
+    def _woken(self) -> None:
+        self._wake = None
+        self._changed.set()
