@@ -122,10 +122,18 @@ class WarcWriter:
         """Write the response and its request; None when no response was received."""
         if result.status is None:
             return None
+        fields = self._begin_pair(result)
+        response_id = self._ids.take()
+        level = _LEVEL_STORE if is_content_encoded(result.headers) else _LEVEL_TEXT
+        response = _gzip(_response_record(result, response_id, fields), level)
+        request = _gzip(self._request_record(result, response_id, fields), _LEVEL_TEXT)
+        return self._append_pair(response, request)
+
+    def _begin_pair(self, result: FetchResult) -> str:
+        """Rotate when due; the fields a record and its request share, in the order
+        they have always had."""
         if self._file is None or self._size >= self.max_bytes:
             self._rotate()
-        assert self._file is not None
-        # The fields both records share, in the order they have always had.
         fields = (
             f"WARC-Date: {self._dates.format(result.started_at)}\r\n"
             f"WARC-Target-URI: {clean(result.final_url)}\r\n"  # the fetcher keeps the last hop
@@ -133,13 +141,14 @@ class WarcWriter:
         )
         if result.ip_address:
             fields += f"WARC-IP-Address: {clean(result.ip_address)}\r\n"
-        response_id = self._ids.take()
-        level = _LEVEL_STORE if is_content_encoded(result.headers) else _LEVEL_TEXT
-        response = _gzip(_response_record(result, response_id, fields), level)
-        request = _gzip(self._request_record(result, response_id, fields), _LEVEL_TEXT)
-        self._file.write(response + request)
-        location = WarcLocation(self._name, self._size, len(response))
-        self._size += len(response) + len(request)
+        return fields
+
+    def _append_pair(self, record: bytes, request: bytes) -> WarcLocation:
+        """Write a record and its request; where the record is."""
+        assert self._file is not None
+        self._file.write(record + request)
+        location = WarcLocation(self._name, self._size, len(record))
+        self._size += len(record) + len(request)
         return location
 
     def flush(self, fsync: bool = True) -> None:

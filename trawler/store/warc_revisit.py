@@ -49,24 +49,12 @@ class RevisitWarcWriter(WarcWriter):
     ) -> WarcLocation | None:
         if result.status is None:
             return None
-        if self._file is None or self._size >= self.max_bytes:
-            self._rotate()
-        assert self._file is not None
-        fields = (
-            f"WARC-Date: {self._dates.format(result.started_at)}\r\n"
-            f"WARC-Target-URI: {clean(result.final_url)}\r\n"
-            f"WARC-Warcinfo-ID: {self._warcinfo_id}\r\n"
-        )
-        if result.ip_address:
-            fields += f"WARC-IP-Address: {clean(result.ip_address)}\r\n"
+        fields = self._begin_pair(result)
         revisit_id = self._ids.take()
         revisit = _gzip(_revisit_record(result, revisit_id, fields, profile, refers_to, self),
                         _LEVEL_TEXT)  # fmt: skip
         request = _gzip(self._request_record(result, revisit_id, fields), _LEVEL_TEXT)
-        self._file.write(revisit + request)
-        location = WarcLocation(self._name, self._size, len(revisit))
-        self._size += len(revisit) + len(request)
-        return location
+        return self._append_pair(revisit, request)
 
 
 def _revisit_record(
