@@ -59,32 +59,37 @@ def _archived(result: FetchResult, host: str) -> None:
     pass
 
 
+@asynccontextmanager
+async def gate_on(answers: list[bytes]) -> AsyncIterator[tuple[RobotsGate, SqliteFrontier, str]]:
+    """A gate whose robots.txt comes from ``robots_server(answers)``; its host."""
+    async with robots_server(answers) as port:
+        connectors = Connectors()
+        fetcher = Fetcher(CrawlConfig(allow_private=True), connectors=connectors)
+        await fetcher.start()
+        gate = RobotsGate(fetcher, "trawler", (0.2,), Counter(), _first, _archived)
+        try:
+            yield gate, SqliteFrontier(PolitenessPolicy(0.0)), f"127.0.0.1:{port}"
+        finally:
+            await fetcher.close()
+            await connectors.close()
+
+
 async def test_link_verdicts_follow_the_robots_txt_in_use() -> None:
     """The link filter's cached verdicts (``allows``) are those of the robots.txt
     the gate holds now: none while it is unavailable, then its rules once read."""
     unavailable = response("503 Service Unavailable", b"")
     rules = response("200 OK", b"User-agent: *\nDisallow: /private/\n")
-    async with robots_server([unavailable, rules]) as port:
-        connectors = Connectors()
-        fetcher = Fetcher(CrawlConfig(allow_private=True), connectors=connectors)
-        await fetcher.start()
-        gate = RobotsGate(fetcher, "trawler", (0.2,), Counter(), _first, _archived)
-        frontier = SqliteFrontier(PolitenessPolicy(0.0))
-        host = f"127.0.0.1:{port}"
+    async with gate_on([unavailable, rules]) as (gate, frontier, host):
         private, public = f"http://{host}/private/1.html", f"http://{host}/p/1.html"
-        try:
-            assert gate.allows(private) is None  # not fetched yet
-            assert await gate.verdict(private, host, frontier) is Verdict.LATER
-            for _ in range(3):  # asked again and again, as a page's links are
-                assert gate.allows(private) is None and gate.allows(public) is None
-            await asyncio.sleep(0.3)  # past the retry wait
-            assert await gate.verdict(public, host, frontier) is Verdict.ALLOW
-            for _ in range(3):
-                assert gate.allows(private) is False and gate.allows(public) is True
-            assert await gate.verdict(private, host, frontier) is Verdict.DISALLOW
-        finally:
-            await fetcher.close()
-            await connectors.close()
+        assert gate.allows(private) is None  # not fetched yet
+        assert await gate.verdict(private, host, frontier) is Verdict.LATER
+        for _ in range(3):  # asked again and again, as a page's links are
+            assert gate.allows(private) is None and gate.allows(public) is None
+        await asyncio.sleep(0.3)  # past the retry wait
+        assert await gate.verdict(public, host, frontier) is Verdict.ALLOW
+        for _ in range(3):
+            assert gate.allows(private) is False and gate.allows(public) is True
+        assert await gate.verdict(private, host, frontier) is Verdict.DISALLOW
 
 
 async def test_link_verdicts_change_with_a_new_robots_txt(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,20 +98,10 @@ async def test_link_verdicts_change_with_a_new_robots_txt(monkeypatch: pytest.Mo
     monkeypatch.setattr("trawler.robotscache.CACHE_TTL_S", 0.3)
     before = response("200 OK", b"User-agent: *\nDisallow: /private/\n")
     after = response("200 OK", b"User-agent: *\nDisallow: /p/\n")
-    async with robots_server([before, after]) as port:
-        connectors = Connectors()
-        fetcher = Fetcher(CrawlConfig(allow_private=True), connectors=connectors)
-        await fetcher.start()
-        gate = RobotsGate(fetcher, "trawler", (0.2,), Counter(), _first, _archived)
-        frontier = SqliteFrontier(PolitenessPolicy(0.0))
-        host = f"127.0.0.1:{port}"
+    async with gate_on([before, after]) as (gate, frontier, host):
         private, public = f"http://{host}/private/1.html", f"http://{host}/p/1.html"
-        try:
-            assert await gate.verdict(public, host, frontier) is Verdict.ALLOW
-            assert gate.allows(private) is False and gate.allows(public) is True
-            await asyncio.sleep(0.4)  # past the cache time: read again
-            assert await gate.verdict(public, host, frontier) is Verdict.DISALLOW
-            assert gate.allows(private) is True and gate.allows(public) is False
-        finally:
-            await fetcher.close()
-            await connectors.close()
+        assert await gate.verdict(public, host, frontier) is Verdict.ALLOW
+        assert gate.allows(private) is False and gate.allows(public) is True
+        await asyncio.sleep(0.4)  # past the cache time: read again
+        assert await gate.verdict(public, host, frontier) is Verdict.DISALLOW
+        assert gate.allows(private) is True and gate.allows(public) is False
