@@ -12,7 +12,9 @@ own as the crawl loop does: batches are as big as in the crawl. Per page, median
 - ``main``: CPU of the crawl process (time.process_time: the event loop plus the
   pool's helper threads, if any), i.e. submitting a page and taking its Analysis back;
   "the tasks alone" is the part of it the benchmark's own tasks cost;
-- ``parser``: CPU of the parser process over the same time (/proc/PID/stat);
+- ``parser``: CPU of the parser process over the same time (/proc/PID/stat), and the
+  part of it spent inside ``analyse_batch`` (the pages analysed and turned into
+  tuples; the process's own count): the rest is the pipe, pickling and waking up;
 - ``inline``: CPU of ``analyse`` called directly (``--parse-processes 0``), for scale.
 
 ``--profile`` lists the top costs inside the parser (cProfile around the function
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -36,19 +39,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
+from trawler import analysis  # noqa: E402
 from trawler.analysis import AnalysisPool, analyse  # noqa: E402
 from trawler.config import CrawlConfig  # noqa: E402
 from trawler.dedup import url_fingerprint  # noqa: E402
+from trawler.parsers import ParserProcesses  # noqa: E402
 from trawler.records import CrawlRequest, FetchResult  # noqa: E402
 from trawler.sitegen import Site, SiteSpec  # noqa: E402
 from trawler.urls import host_key  # noqa: E402
 
 Page = tuple[CrawlRequest, FetchResult]
 RATE = 1_200  # pages a second: the crawl benchmark's steady state
+# In the parser process only: CPU seconds spent inside analyse_batch so far.
+_IN_BATCH_S = [0.0]
 
 
 def benchmark_pages(hosts: int, pages: int = 39) -> tuple[list[Page], list[str]]:
@@ -122,20 +130,50 @@ async def _through_pool(pool: AnalysisPool | None, pages: list[Page]) -> None:
     await asyncio.gather(*tasks)
 
 
-async def _round(pages: list[Page], hosts: list[str]) -> tuple[float, float, float]:
-    """CPU seconds: the crawl process, the parser process, the tasks alone (the floor)."""
-    pool = AnalysisPool(CrawlConfig(), 1)
+def _timed_batch(setup: tuple[str, str], items: list) -> list[tuple]:
+    """``analyse_batch``, counting its CPU time (runs in the parser process)."""
+    started = time.process_time()
+    try:
+        return analysis.analyse_batch(setup, items)
+    finally:
+        _IN_BATCH_S[0] += time.process_time() - started
+
+
+def _batch_cpu_s() -> float:
+    return _IN_BATCH_S[0]
+
+
+@contextlib.contextmanager
+def _batches_timed() -> Iterator[None]:
+    """The pool sends its batches to ``_timed_batch`` instead of ``analyse_batch``."""
+    real = analysis.analyse_batch
+    analysis.analyse_batch = _timed_batch  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        analysis.analyse_batch = real  # type: ignore[assignment]
+
+
+async def _round(pages: list[Page], hosts: list[str]) -> tuple[float, float, float, float]:
+    """CPU seconds: the crawl process, the parser process, the part of it inside
+    analyse_batch, the tasks alone (the floor)."""
+    parsers = ParserProcesses(1)
+    pool = AnalysisPool(CrawlConfig(), 1, parsers)
     pool.start(hosts)
     try:
-        await _through_pool(pool, pages[:64])  # the process is up and warm: not timed
-        main, parser = time.process_time(), _children_cpu_s()
-        await _through_pool(pool, pages)
-        main, parser = time.process_time() - main, _children_cpu_s() - parser
+        with _batches_timed():
+            await _through_pool(pool, pages[:64])  # the process is up and warm: not timed
+            batches = await parsers.submit(_batch_cpu_s)
+            main, parser = time.process_time(), _children_cpu_s()
+            await _through_pool(pool, pages)
+            main, parser = time.process_time() - main, _children_cpu_s() - parser
+            batches = await parsers.submit(_batch_cpu_s) - batches
     finally:
         pool.close()
+        parsers.close()
     floor = time.process_time()
     await _through_pool(None, pages)
-    return main, parser, time.process_time() - floor
+    return main, parser, batches, time.process_time() - floor
 
 
 def _inline_s(pages: list[Page], hosts: list[str]) -> float:
@@ -149,11 +187,12 @@ def _inline_s(pages: list[Page], hosts: list[str]) -> float:
 
 def measure(hosts: int, rounds: int) -> dict[str, object]:
     pages, seed_hosts = benchmark_pages(hosts)
-    mains, parsers, floors, inlines = [], [], [], []
+    mains, parsers, batches, floors, inlines = [], [], [], [], []
     for _ in range(rounds):
-        main_s, parser_s, floor_s = asyncio.run(_round(pages, seed_hosts))
+        main_s, parser_s, batch_s, floor_s = asyncio.run(_round(pages, seed_hosts))
         mains.append(main_s)
         parsers.append(parser_s)
+        batches.append(batch_s)
         floors.append(floor_s)
         inlines.append(_inline_s(pages, seed_hosts))
     per_page_us = 1e6 / len(pages)
@@ -163,6 +202,7 @@ def measure(hosts: int, rounds: int) -> dict[str, object]:
         "main_us": round(statistics.median(mains) * per_page_us, 1),
         "floor_us": round(statistics.median(floors) * per_page_us, 1),
         "parser_us": round(statistics.median(parsers) * per_page_us, 1),
+        "batch_us": round(statistics.median(batches) * per_page_us, 1),
         "inline_us": round(statistics.median(inlines) * per_page_us, 1),
     }
 
@@ -256,11 +296,12 @@ def main() -> None:
         return
     print(f"{rows[-1]['pages']} pages, 1 parser process, {RATE} pages/s, "
           f"median of {args.rounds}; CPU µs per page")  # fmt: skip
-    print("| tree | crawl process | of which the tasks alone | parser process | inline |")
-    print("|---|---:|---:|---:|---:|")
+    print("| tree | crawl process | of which the tasks alone | parser process "
+          "| of which in analyse_batch | inline |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['tree']} | {row['main_us']} | {row['floor_us']} | {row['parser_us']} "
-              f"| {row['inline_us']} |")  # fmt: skip
+              f"| {row['batch_us']} | {row['inline_us']} |")  # fmt: skip
 
 
 if __name__ == "__main__":
