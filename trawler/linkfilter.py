@@ -74,24 +74,27 @@ class LinkFilter:
             return []
         out: list[CrawlRequest] = []
         batch_seen: set[str] = set()
+        # Bound once: this loop runs for every link of every page (bench_parsepool.py).
+        digest_of, allows, robots_allows = self.digest, self.scope.allows, self.robots_allows
+        rejected = self.rejected
         for link in links:
             if link.nofollow:
-                self.rejected["nofollow"] += 1
+                rejected["nofollow"] += 1
                 continue
-            digest = self.digest(link.url)
+            digest = digest_of(link.url)
             if digest is None:
-                self.rejected["bad_url"] += 1
+                rejected["bad_url"] += 1
                 continue
             url, host, fp, trap = digest
             if url in batch_seen:
                 continue
             batch_seen.add(url)
-            if not self.scope.allows(url, host):
+            if not allows(url, host):
                 reason: str | None = "out_of_scope"
             else:
-                reason = trap or self._robots_reason(url)
+                reason = trap or ("robots" if robots_allows(url) is False else None)
             if reason is not None:
-                self.rejected[reason] += 1
+                rejected[reason] += 1
                 continue
             out.append(CrawlRequest(url, depth, parent_url, host, fp))
         return out
@@ -100,11 +103,15 @@ class LinkFilter:
         """What ``link_url`` alone decides: the same as computing it, from the memo
         when the URL was seen lately."""
         digests = self._digests
-        if link_url in digests:
+        try:  # one lookup for a link seen lately (most are), not two
+            digest: Digest = digests[link_url]
+        except KeyError:
+            pass
+        else:
             digests.move_to_end(link_url)
-            return digests[link_url]
+            return digest
         url = self.normalise(link_url)
-        digest: Digest = None
+        digest = None
         if url is not None:
             url = link_url if url == link_url else url  # most are: one string kept, not two
             # host: once, the scope and the request both need it

@@ -125,7 +125,7 @@ class Resolver:
             return self.origin + href
         if href[0] == "?":
             return self.document + href
-        if _HAS_SCHEME.match(href):
+        if ":" in href and _HAS_SCHEME.match(href):  # no ":", no scheme: skip the regex
             return None  # "https:host/", "http:page" (relative!), "mailto:"
         return self.directory + href
 
