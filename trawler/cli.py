@@ -34,13 +34,7 @@ from trawler.cli_common import (
 from trawler.cli_dist import register as register_distributed
 from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
-from trawler.cli_recrawl import (
-    RevisitMaxOpt,
-    RevisitMinOpt,
-    recrawl_summary,
-    revisit_window,
-    run_recrawl,
-)
+from trawler.cli_recrawl import recrawl_summary, revisit_window
 from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.config import ConfigError, CrawlConfig, build_config
@@ -98,9 +92,9 @@ def crawl(
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job to resume (or to add seeds to) [a new job with seeds, else the newest unfinished one].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
-    recrawl: Annotated[bool, typer.Option("--recrawl", help="Once the crawl is complete, keep running and revisit each page when due (SIGINT/SIGTERM ends it).")] = False,
-    revisit_min: RevisitMinOpt = DEFAULT_REVISIT_MIN_S,
-    revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
+    recrawl: Annotated[bool | None, typer.Option("--recrawl/--no-recrawl", help="A continuous job: revisit each stored page when due, beside new URLs, until stopped (SIGINT/SIGTERM); kept with the job [off].")] = None,
+    revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
+    revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
     unfinished job in DATA (or --job's)."""
@@ -110,7 +104,10 @@ def crawl(
     from trawler.jobs import jobdata
     from trawler.store.sqlite import NotTrawlerData
 
-    window = revisit_window(revisit_min, revisit_max)  # bad values: exit 2 before anything
+    # Bad values exit 2 before anything; one given alone is checked against the default.
+    revisit_window(
+        _first(revisit_min, DEFAULT_REVISIT_MIN_S), _first(revisit_max, DEFAULT_REVISIT_MAX_S)
+    )
     cli = cli_settings(ctx.params)
     _lock = cj.lock_data(data)  # held until this process ends: one crawl per directory
     jobs = cj.open_jobs(data)
@@ -120,6 +117,7 @@ def crawl(
         cfg = build_config(cli, config, base=cj.stored_config(jobs, picked))
     except ConfigError as exc:
         fail(str(exc))
+    revisits = _revisit_options(cfg)
     spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
     if picked is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
@@ -140,7 +138,7 @@ def crawl(
         verb = "resuming" if picked else "starting"
         typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
     with spool, progress_reporter(quiet) as report:
-        crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
+        crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks(), revisits=revisits)
         gcpolicy.tune_for_crawling()
         try:
             complete, stop_signal = asyncio.run(_run(crawler, stored_pages, jobs, job_id, data))
@@ -158,11 +156,22 @@ def crawl(
         )  # fmt: skip
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
-    if recrawl and complete:  # the frontier is drained: revisits take no new URL's turn
-        from trawler.jobs.layout import job_dir
+    if revisits is not None and crawler.revisits is not None and not quiet:
+        typer.echo(f"job {job_id}: {recrawl_summary(crawler.revisits.totals)}", err=True)
 
-        totals = run_recrawl(job_dir(data, job_id), cfg, window, True, None)
-        typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
+
+def _first(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _revisit_options(cfg: CrawlConfig) -> Any:
+    """The continuous job's revisits (its stored --recrawl and window), or None."""
+    if not cfg.recrawl:
+        return None
+    from trawler.recrawl_flow import RevisitOptions
+
+    window = revisit_window(cfg.revisit_min_s, cfg.revisit_max_s)
+    return RevisitOptions(window, continuous=True, discovery=True)
 
 
 # CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.
@@ -178,6 +187,7 @@ _CONFIG_PARAMS = {
     "near_duplicate_bits": "near_duplicate_bits", "max_attempts": "max_attempts",
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
+    "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
 }  # fmt: skip
 
 

@@ -82,6 +82,11 @@ class CrawlConfig(BaseModel):
     robots_retry_waits_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0])
     strip_params: list[str] = Field(default_factory=list)  # extra tracking params
     warc_max_bytes: int = Field(default=1024**3, ge=1024)
+    # A continuous job (issue 15, `crawl --recrawl`): stored pages are revisited as they
+    # come due, beside new URLs, until the job is stopped; a resume goes on doing so.
+    recrawl: bool = False
+    revisit_min_s: float = Field(default=3600.0, gt=0)  # recrawl.DEFAULT_REVISIT_MIN_S
+    revisit_max_s: float = Field(default=30 * 86400.0, gt=0)  # recrawl.DEFAULT_REVISIT_MAX_S
 
     @field_validator("include", "exclude")
     @classmethod

@@ -39,10 +39,11 @@ class Site:
         return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
 
 
-def start_site(tmp: Path) -> Site:
+def start_site(tmp: Path, *extra: str) -> Site:
+    """The changing site; ``extra``: its options (--pages, --births, --status-file)."""
     log_path = tmp / "access.jsonl"
     cmd = [sys.executable, "-m", "tests.e2e.changing_site", "--access-log", str(log_path),
-           "--robots-file", str(tmp / "robots.txt")]  # fmt: skip
+           "--robots-file", str(tmp / "robots.txt"), *extra]  # fmt: skip
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     prioritise(process)
     assert process.stdout is not None
