@@ -117,7 +117,6 @@ def crawl(
         cfg = build_config(cli, config, base=cj.stored_config(jobs, picked))
     except ConfigError as exc:
         fail(str(exc))
-    revisits = _revisit_options(cfg)
     spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
     if picked is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
@@ -138,7 +137,7 @@ def crawl(
         verb = "resuming" if picked else "starting"
         typer.echo(f"{verb} job {job_id} in {data}: {spool.count} new seed(s)", err=True)
     with spool, progress_reporter(quiet) as report:
-        crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks(), revisits=revisits)
+        crawler = Crawler(cfg, backend, on_progress=report, seeds=spool.chunks())
         gcpolicy.tune_for_crawling()
         try:
             complete, stop_signal = asyncio.run(_run(crawler, stored_pages, jobs, job_id, data))
@@ -154,24 +153,14 @@ def crawl(
             f"{ended}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
             f" {crawler.errors} errors in this run; data in {data}", err=True,
         )  # fmt: skip
+    if crawler.revisits is not None and not quiet:  # a continuous job
+        typer.echo(f"job {job_id}: {recrawl_summary(crawler.revisits.totals)}", err=True)
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
-    if revisits is not None and crawler.revisits is not None and not quiet:
-        typer.echo(f"job {job_id}: {recrawl_summary(crawler.revisits.totals)}", err=True)
 
 
 def _first(value: float | None, default: float) -> float:
     return default if value is None else value
-
-
-def _revisit_options(cfg: CrawlConfig) -> Any:
-    """The continuous job's revisits (its stored --recrawl and window), or None."""
-    if not cfg.recrawl:
-        return None
-    from trawler.recrawl_flow import RevisitOptions
-
-    window = revisit_window(cfg.revisit_min_s, cfg.revisit_max_s)
-    return RevisitOptions(window, continuous=True, discovery=True)
 
 
 # CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.

@@ -13,7 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trawler import __version__
 from trawler.robotsagent import PRODUCT_TOKEN, user_agent_token
@@ -97,6 +104,15 @@ class CrawlConfig(BaseModel):
             except re.error as exc:
                 raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         return patterns
+
+    @model_validator(mode="after")
+    def _revisit_window_holds(self) -> CrawlConfig:
+        if not self.revisit_min_s <= self.revisit_max_s < float("inf"):
+            raise ValueError(
+                f"revisit_max_s ({self.revisit_max_s:g}) must be finite and not below"
+                f" revisit_min_s ({self.revisit_min_s:g})"
+            )
+        return self
 
     @field_validator("robots_agent")
     @classmethod

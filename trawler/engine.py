@@ -43,7 +43,12 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, FetchResult, Progress
-from trawler.recrawl_flow import RevisitFlow, RevisitOptions, revisit_headers
+from trawler.recrawl_flow import (
+    RevisitFlow,
+    RevisitOptions,
+    continuous_options,
+    revisit_headers,
+)
 from trawler.recrawl_lanes import REVISIT
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
@@ -76,7 +81,8 @@ class Crawler:
     ) -> None:
         """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
         ``services``: the process's, shared with its other crawls; None: its own.
-        ``revisits``: revisit stored pages too (recrawl_flow.py; embedded backend)."""
+        ``revisits``: revisit stored pages too (recrawl_flow.py; embedded backend);
+        None: as the job's config says (``recrawl``: a continuous job)."""
         self._own_services = services is None
         self.services = services or Services(
             connection_limit=config.concurrency, parse_processes=config.parse_processes
@@ -114,6 +120,7 @@ class Crawler:
             config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
         )
         self.commits = Commits(backend, self._take_counters)
+        revisits = revisits or continuous_options(config, backend)
         self.revisits = None if revisits is None else RevisitFlow(
             revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
         )  # fmt: skip
@@ -299,7 +306,7 @@ class Crawler:
                 return
             result = await self.fetcher.fetch(
                 request.url,
-                hop_check=partial(self._hop_check, host),
+                hop_check=partial(self._hop_check, host, request.kind == REVISIT),
                 on_sent=partial(self.frontier.record_sent, host),
                 extra_headers=revisit_headers(request),
             )
@@ -395,8 +402,10 @@ class Crawler:
         elif page.error is not None:
             self.errors += 1
 
-    async def _hop_check(self, held_host: str, target: str) -> str | None:
-        """Vet a redirect hop; same-host, unseen targets are followed inline."""
+    async def _hop_check(self, held_host: str, revisit: bool, target: str) -> str | None:
+        """Vet a redirect hop; same-host, unseen targets are followed inline, except
+        from a revisit: a page that moved is recorded as redirected, and its target
+        is crawled as a URL of its own (discovery.py)."""
         url = self.normalise(target)
         if url is None:
             return "bad_redirect"
@@ -405,7 +414,7 @@ class Crawler:
         hop = self.links.request(url, 0, None)
         if self.services.blocklist.active and self.services.blocklist.blocks(hop.host):
             return "blocklist"
-        if hop.host != held_host or not await self.frontier.filter_new([hop]):
+        if revisit or hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
         verdict = await self.robots.verdict(url, held_host, self.frontier)
         if verdict is not Verdict.ALLOW:

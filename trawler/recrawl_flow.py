@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from trawler.config import CrawlConfig
 from trawler.discovery import Discovery
 from trawler.frontier.base import Revisitable
 from trawler.records import CrawlRequest, FetchResult
@@ -53,6 +54,15 @@ class RecrawlTotals:
 
     visits: dict[str, int] = field(default_factory=dict)
     body_bytes: int = 0
+
+
+def continuous_options(config: CrawlConfig, backend: object) -> RevisitOptions | None:
+    """A continuous job's revisits (its stored ``recrawl`` and window), new URLs crawled
+    beside them; None for other jobs and for backends without versions (distributed)."""
+    if not config.recrawl or not hasattr(backend, "open_revisits"):
+        return None
+    window = RevisitWindow(config.revisit_min_s, config.revisit_max_s)
+    return RevisitOptions(window, continuous=True, discovery=True)
 
 
 def revisit_headers(request: CrawlRequest) -> tuple[tuple[str, str], ...]:

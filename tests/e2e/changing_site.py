@@ -13,7 +13,8 @@ its base URL, then ``ready``. Pages:
 - with ``--births``, each edition of ``/fast-0`` links to ``/born-<edition>``, a page
   that did not exist before: what a continuous crawl must find;
 - ``--status-file F``: while F exists, a JSON object ``{path: status}`` whose paths
-  answer that status (a 503 or 404 after the crawl).
+  answer that status (a 503 or 404 after the crawl), or ``{path: [3xx, location]}``
+  a redirect.
 
 A conditional GET whose ETag (If-None-Match) or date (If-Modified-Since) still
 holds answers 304 with no body (RFC 9110 §13.1). Each request is one JSON line in
@@ -48,11 +49,10 @@ class ChangingSite:
         self.births = options.births
         self.status_file: Path | None = options.status_file
 
-    def forced_status(self, path: str) -> int | None:
+    def forced_status(self, path: str) -> int | list | None:
         if self.status_file is None or not self.status_file.exists():
             return None
-        status = json.loads(self.status_file.read_text()).get(path)
-        return int(status) if status is not None else None
+        return json.loads(self.status_file.read_text()).get(path)
 
     def content(self, path: str) -> tuple[bytes, str | None, str | None] | None:
         """(body, ETag, Last-Modified) of a path, None for an unknown one."""
@@ -72,7 +72,7 @@ class ChangingSite:
         if path.startswith("/never-"):
             body = _page(path, f"<p>{path} stays the same, always and forever.</p>")
             return body, _etag(body), BORN
-        if path.startswith(("/page-", "/born-")):
+        if path.startswith(("/page-", "/born-", "/moved-")):
             body = _page(path, f"<p>{path}: a page of its own, unchanging.</p>")
             return body, _etag(body), BORN
         if path == "/plain":
@@ -81,7 +81,9 @@ class ChangingSite:
 
     async def handle(self, request: web.Request) -> web.Response:
         found = self.content(request.path)
-        if (status := self.forced_status(request.path)) is not None:
+        if isinstance(status := self.forced_status(request.path), list):
+            response = web.Response(status=status[0], headers={"Location": status[1]})
+        elif status is not None:
             response = web.Response(status=status, text="forced", headers={"Retry-After": "2"})
         elif request.path == "/robots.txt" and self.robots is not None and self.robots.exists():
             response = web.Response(text=self.robots.read_text())

@@ -138,6 +138,31 @@ def test_503_backs_off_and_404_marks_gone(tmp_path: Path) -> None:
     assert exported[f"{site.seed}never-1"]["status"] == 200  # a 503 is no new version
 
 
+def test_a_redirect_on_revisit_sends_its_target_to_the_frontier(tmp_path: Path) -> None:
+    """/never-0 moved since the crawl: the visit is recorded as redirected (no new
+    version), and the target is queued in the job's frontier like a discovered link."""
+    status_file = tmp_path / "status.json"
+    site = start_site(tmp_path, "--status-file", str(status_file))
+    try:
+        data = tmp_path / "data"
+        crawl(site, data)
+        status_file.write_text(json.dumps({"/never-0": [301, "/moved-0"]}))
+        out = run_trawler("recrawl", "--data", str(data), "--delay", "0.05")
+    finally:
+        site.process.terminate()
+        site.process.wait(10)
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(job_data(data) / "trawler.db") as conn:
+        verdict = conn.execute("SELECT verdict FROM visits WHERE url LIKE '%/never-0'").fetchone()
+        queued = conn.execute("SELECT depth FROM urls WHERE url LIKE '%/moved-0'").fetchall()
+        versions = conn.execute(
+            "SELECT count(*) FROM page_versions WHERE url LIKE '%/never-0'"
+        ).fetchone()
+    assert verdict == ("redirected",)
+    assert queued == [(1,)]  # the redirect's depth: the page's own
+    assert versions == (1,)
+
+
 def test_new_page_linked_from_changed_page_is_crawled(tmp_path: Path) -> None:
     """Each edition of /fast-0 links to a page born with it: a continuous crawl finds
     them through the revisits, at the depth below /fast-0."""
