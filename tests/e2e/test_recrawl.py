@@ -237,8 +237,9 @@ def test_recrawl_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_crawl_then_recrawl_continuously(tmp_path: Path) -> None:
-    """`crawl --recrawl`: the crawl completes, then the same process revisits its pages
-    until SIGTERM: the never-changing pages come back as 304s after the crawl's 200s."""
+    """`crawl --recrawl`: the same process revisits its pages as they come due, beside
+    the crawl's new URLs, until SIGTERM: the never-changing pages come back as 304s
+    after the crawl's 200s."""
     site = start_site(tmp_path)
     try:
         cmd = [sys.executable, "-m", "trawler", "crawl", site.seed, "--data",
