@@ -44,6 +44,7 @@ from trawler.jobs.layout import find_job_dir
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_run import Recrawler, RecrawlOptions
 from trawler.recrawl_store import RecrawlStore
+from trawler.store import sqlite as db
 
 PAGE_BYTES = 4000
 SAMPLE_S = 0.25
@@ -129,8 +130,9 @@ def phase(
     )  # fmt: skip
     job = find_job_dir(data, None)
     if stagger:  # fixed: first visits spread over one interval, as a round robin would
-        store = RecrawlStore(job, 1 << 30)
-        store.seed(window)
+        conn = db.connect(job)
+        store = RecrawlStore(conn, job, window, 1 << 30)
+        store.seed()
         with store.conn:
             store.conn.execute(
                 "UPDATE revisit_state SET next_visit_at = last_visit_at + ?"
@@ -138,6 +140,7 @@ def phase(
                                             len(timeline.rates)),
             )  # fmt: skip
         store.close()
+        conn.close()
     config = CrawlConfig(delay_s=0.02, allow_private=True)
     recrawler = Recrawler(job, config, RecrawlOptions(window, True, duration_s))
     freshness = asyncio.run(_run_sampled(recrawler, job, timeline))

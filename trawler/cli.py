@@ -34,13 +34,7 @@ from trawler.cli_common import (
 from trawler.cli_dist import register as register_distributed
 from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
-from trawler.cli_recrawl import (
-    RevisitMaxOpt,
-    RevisitMinOpt,
-    recrawl_summary,
-    revisit_window,
-    run_recrawl,
-)
+from trawler.cli_recrawl import recrawl_summary, revisit_window
 from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.config import ConfigError, CrawlConfig, build_config
@@ -98,9 +92,9 @@ def crawl(
     robots_retry_wait: Annotated[list[float] | None, typer.Option(help="Waits before retrying an unreachable robots.txt (repeatable) [5 30 120].")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job to resume (or to add seeds to) [a new job with seeds, else the newest unfinished one].")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
-    recrawl: Annotated[bool, typer.Option("--recrawl", help="Once the crawl is complete, keep running and revisit each page when due (SIGINT/SIGTERM ends it).")] = False,
-    revisit_min: RevisitMinOpt = DEFAULT_REVISIT_MIN_S,
-    revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
+    recrawl: Annotated[bool | None, typer.Option("--recrawl/--no-recrawl", help="A continuous job: revisit each stored page when due, beside new URLs, until stopped (SIGINT/SIGTERM); kept with the job [off].")] = None,
+    revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
+    revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
     unfinished job in DATA (or --job's)."""
@@ -110,7 +104,10 @@ def crawl(
     from trawler.jobs import jobdata
     from trawler.store.sqlite import NotTrawlerData
 
-    window = revisit_window(revisit_min, revisit_max)  # bad values: exit 2 before anything
+    # Bad values exit 2 before anything; one given alone is checked against the default.
+    revisit_window(
+        _first(revisit_min, DEFAULT_REVISIT_MIN_S), _first(revisit_max, DEFAULT_REVISIT_MAX_S)
+    )
     cli = cli_settings(ctx.params)
     _lock = cj.lock_data(data)  # held until this process ends: one crawl per directory
     jobs = cj.open_jobs(data)
@@ -156,13 +153,14 @@ def crawl(
             f"{ended}: {crawler.pages_stored} pages stored, {crawler.not_html} not HTML,"
             f" {crawler.errors} errors in this run; data in {data}", err=True,
         )  # fmt: skip
+    if crawler.revisits is not None and not quiet:  # a continuous job
+        typer.echo(f"job {job_id}: {recrawl_summary(crawler.revisits.totals)}", err=True)
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
-    if recrawl and complete:  # the frontier is drained: revisits take no new URL's turn
-        from trawler.jobs.layout import job_dir
 
-        totals = run_recrawl(job_dir(data, job_id), cfg, window, True, None)
-        typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
+
+def _first(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 # CLI parameter name -> CrawlConfig field, for the options `crawl` and `submit` share.
@@ -178,6 +176,7 @@ _CONFIG_PARAMS = {
     "near_duplicate_bits": "near_duplicate_bits", "max_attempts": "max_attempts",
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
+    "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
 }  # fmt: skip
 
 

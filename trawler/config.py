@@ -13,7 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trawler import __version__
 from trawler.robotsagent import PRODUCT_TOKEN, user_agent_token
@@ -82,6 +89,11 @@ class CrawlConfig(BaseModel):
     robots_retry_waits_s: list[float] = Field(default_factory=lambda: [5.0, 30.0, 120.0])
     strip_params: list[str] = Field(default_factory=list)  # extra tracking params
     warc_max_bytes: int = Field(default=1024**3, ge=1024)
+    # A continuous job (issue 15, `crawl --recrawl`): stored pages are revisited as they
+    # come due, beside new URLs, until the job is stopped; a resume goes on doing so.
+    recrawl: bool = False
+    revisit_min_s: float = Field(default=3600.0, gt=0)  # recrawl.DEFAULT_REVISIT_MIN_S
+    revisit_max_s: float = Field(default=30 * 86400.0, gt=0)  # recrawl.DEFAULT_REVISIT_MAX_S
 
     @field_validator("include", "exclude")
     @classmethod
@@ -92,6 +104,15 @@ class CrawlConfig(BaseModel):
             except re.error as exc:
                 raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         return patterns
+
+    @model_validator(mode="after")
+    def _revisit_window_holds(self) -> CrawlConfig:
+        if not self.revisit_min_s <= self.revisit_max_s < float("inf"):
+            raise ValueError(
+                f"revisit_max_s ({self.revisit_max_s:g}) must be finite and not below"
+                f" revisit_min_s ({self.revisit_min_s:g})"
+            )
+        return self
 
     @field_validator("robots_agent")
     @classmethod

@@ -43,6 +43,13 @@ from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest, FetchResult, Progress
+from trawler.recrawl_flow import (
+    RevisitFlow,
+    RevisitOptions,
+    continuous_options,
+    revisit_headers,
+)
+from trawler.recrawl_lanes import REVISIT
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
@@ -70,9 +77,12 @@ class Crawler:
         on_progress: Callable[[Progress], None] | None = None,
         seeds: Iterable[Sequence[str]] = (),
         services: Services | None = None,
+        revisits: RevisitOptions | None = None,
     ) -> None:
         """``seeds``: chunks of normalised seed URLs to add (seeds.py), none on a resume.
-        ``services``: the process's, shared with its other crawls; None: its own."""
+        ``services``: the process's, shared with its other crawls; None: its own.
+        ``revisits``: revisit stored pages too (recrawl_flow.py; embedded backend);
+        None: as the job's config says (``recrawl``: a continuous job)."""
         self._own_services = services is None
         self.services = services or Services(
             connection_limit=config.concurrency, parse_processes=config.parse_processes
@@ -110,6 +120,10 @@ class Crawler:
             config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
         )
         self.commits = Commits(backend, self._take_counters)
+        revisits = revisits or continuous_options(config, backend)
+        self.revisits = None if revisits is None else RevisitFlow(
+            revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
+        )  # fmt: skip
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self.paused = False  # no new request starts; resume() goes on
@@ -133,6 +147,8 @@ class Crawler:
         self.discovery.widen_scope(await self.backend.scope_hosts())
         await self._add_seeds()
         await self._commit()
+        if self.revisits is not None:
+            await self.revisits.start(self.frontier)  # type: ignore[arg-type]
         self.analysis.start(sorted(self.discovery.seed_hosts))  # the scope is complete now
         await self.fetcher.start()
         committer = asyncio.create_task(self._commit_loop())
@@ -142,6 +158,8 @@ class Crawler:
             await self._drain()
         finally:
             self._stopping = True
+            if self.revisits is not None:
+                await self.revisits.stop()
             self.commits.want()
             await committer
             if reporter:
@@ -277,8 +295,8 @@ class Crawler:
                 await self._record(request, self.robots.failure(request.url))
                 return
             if verdict is not Verdict.ALLOW:
-                reason = "robots" if verdict is Verdict.DISALLOW else "robots_unavailable"
-                self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason))
+                disallowed = verdict is Verdict.DISALLOW
+                self._skip(request, "robots" if disallowed else "robots_unavailable")
                 return
             if (wait_s := self.frontier.host_wait_s(host)) > HAND_BACK_AFTER_S:
                 await self.frontier.hand_back(request, wait_s)  # the frontier waits, not a slot
@@ -288,8 +306,9 @@ class Crawler:
                 return
             result = await self.fetcher.fetch(
                 request.url,
-                hop_check=partial(self._hop_check, host),
+                hop_check=partial(self._hop_check, host, request.kind == REVISIT),
                 on_sent=partial(self.frontier.record_sent, host),
+                extra_headers=revisit_headers(request),
             )
             slot.release()
             self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
@@ -321,12 +340,30 @@ class Crawler:
             return True
         blocklist = self.services.blocklist
         if blocklist.active and blocklist.blocks(request.host):
-            self.commits.batch.add(UrlOutcome(request, SKIPPED, reason="blocklist"))
+            self._skip(request, "blocklist")
             return True
         return False
 
+    def _skip(self, request: CrawlRequest, reason: str) -> None:
+        """Not fetched, for ``reason``: a URL is done as skipped, a revisit asked later."""
+        if request.kind == REVISIT and self.revisits is not None:
+            self.commits.batch.add_revisit(self.revisits.skipped(request, reason))
+        else:
+            self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason))
+
+    async def _revisited(self, request: CrawlRequest, result: FetchResult) -> None:
+        """A revisit's answer (or failure): judged and committed as a visit, never
+        retried at once (a 429/503 has slowed its host; the page comes due again)."""
+        assert self.revisits is not None
+        outcome = await self.revisits.finish(request, result, self.frontier)  # type: ignore[arg-type]
+        await self.commits.room()
+        self.commits.batch.add_revisit(outcome)
+
     async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
         """Retry, dead-letter or record the URL (its answer has shaped the host's pace)."""
+        if request.kind == REVISIT:
+            await self._revisited(request, result)
+            return
         decision = self.retry.decide(
             result.error, result.status, request.attempts + 1, self._rng, result.retry_after_s
         )
@@ -344,6 +381,9 @@ class Crawler:
         attempts: list[tuple] | None = None,
     ) -> None:  # fmt: skip
         """Analyse the page, then add the URL's whole outcome to the batch at once."""
+        if request.kind == REVISIT:
+            await self._revisited(request, result)
+            return
         outcome = UrlOutcome(request, state, attempts or [], result)
         try:
             await self._analyse(outcome)
@@ -362,8 +402,10 @@ class Crawler:
         elif page.error is not None:
             self.errors += 1
 
-    async def _hop_check(self, held_host: str, target: str) -> str | None:
-        """Vet a redirect hop; same-host, unseen targets are followed inline."""
+    async def _hop_check(self, held_host: str, revisit: bool, target: str) -> str | None:
+        """Vet a redirect hop; same-host, unseen targets are followed inline, except
+        from a revisit: a page that moved is recorded as redirected, and its target
+        is crawled as a URL of its own (discovery.py)."""
         url = self.normalise(target)
         if url is None:
             return "bad_redirect"
@@ -372,7 +414,7 @@ class Crawler:
         hop = self.links.request(url, 0, None)
         if self.services.blocklist.active and self.services.blocklist.blocks(hop.host):
             return "blocklist"
-        if hop.host != held_host or not await self.frontier.filter_new([hop]):
+        if revisit or hop.host != held_host or not await self.frontier.filter_new([hop]):
             return REDIRECT_ELSEWHERE  # another host's slot, or fetched on its own
         verdict = await self.robots.verdict(url, held_host, self.frontier)
         if verdict is not Verdict.ALLOW:

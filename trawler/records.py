@@ -21,6 +21,7 @@ class CrawlRequest:
     attempts: int = 0  # fetch attempts made before this one
     kind: str = "page"  # "page", or "sitemap" (parsed as a sitemap, not as HTML)
     lastmod: str | None = None  # <lastmod> of the sitemap entry that listed this URL
+    revisit: object | None = None  # kind "revisit": the page's RevisitState (recrawl_lanes.py)
 
 
 @dataclass(slots=True)

@@ -1,9 +1,10 @@
-"""The durable side of revisits: seeding revisit state from the crawl's pages and
-committing one visit (WARC records first and fsynced, then one SQLite transaction
-with the WARC file's committed size, as the crawl's commit point does, so a kill
-at any moment leaves no row pointing past the durable end of a WARC file).
-
-Blocking: the runner (recrawl_run.py) calls it on its writer thread.
+"""The durable side of revisits, on the embedded backend's writer thread: revisit
+state seeded from the crawl's pages, the due rows read for the frontier's lanes
+(recrawl_lanes.py), and the revisits of a batch committed with the crawl's commit
+(store/embedded.py): their WARC records written and fsynced with the batch's, their
+rows (visits, new versions, revisit state) in the same transaction as its pages, so a
+kill at any moment leaves no row pointing past the durable end of a WARC file and
+no visit recorded twice.
 """
 
 from __future__ import annotations
@@ -13,13 +14,21 @@ import sqlite3
 from pathlib import Path
 
 from trawler import __version__
-from trawler.outcome import robots_record
 from trawler.records import FetchResult
 from trawler.recrawl import Interval, RevisitWindow, estimate_rate, lastmod_epoch, prior_rate
-from trawler.recrawl_visit import CHANGED, FAILED, NOT_MODIFIED, Judgement, validators
+from trawler.recrawl_visit import (
+    CHANGED,
+    GONE,
+    NO_EVIDENCE,
+    NOT_MODIFIED,
+    UNCHANGED,
+    Judgement,
+    RevisitOutcome,
+    validators,
+)
 from trawler.store import sqlite as db
 from trawler.store import versions as v
-from trawler.store.warc import WarcLocation, recover
+from trawler.store.warc import WarcLocation
 from trawler.store.warc_revisit import (
     PROFILE_IDENTICAL,
     PROFILE_NOT_MODIFIED,
@@ -32,40 +41,48 @@ log = logging.getLogger("trawler")
 
 
 class RecrawlStore:
-    """One job directory's database and a WARC writer for its revisits."""
+    """A job's revisit rows, on the backend's connection, and a WARC writer of its own
+    (``trawler-revisit-*`` files) for the revisits' records."""
 
-    def __init__(self, job_dir: Path, warc_max_bytes: int) -> None:
-        self.conn = db.connect(job_dir)
-        self.store = db.SqliteStore(self.conn)
-        warc_dir = job_dir / WARC_DIR
-        warc_dir.mkdir(parents=True, exist_ok=True)
-        recover(warc_dir, self.store.warc_positions())
+    def __init__(self, conn: sqlite3.Connection, job_dir: Path, window: RevisitWindow,
+                 warc_max_bytes: int) -> None:  # fmt: skip
+        self.conn = conn
+        self.window = window
+        self.job_dir = job_dir
+        (job_dir / WARC_DIR).mkdir(parents=True, exist_ok=True)
         self.warc = RevisitWarcWriter(
-            warc_dir, prefix="trawler-revisit", max_bytes=warc_max_bytes,
+            job_dir / WARC_DIR, prefix="trawler-revisit", max_bytes=warc_max_bytes,
             software=f"Trawler/{__version__}",
         )  # fmt: skip
-        self.job_dir = job_dir
+        self._seeded_upto = 0  # pages.id up to which revisit state was seeded
+        self._pass_after = 0  # rowid of revisit_state a one-pass run has read up to
 
     def close(self) -> None:
-        try:
-            self.warc.close()
-        finally:
-            self.conn.close()
+        self.warc.close()
 
-    def host_delays(self) -> dict[str, float]:
-        """robots.txt Crawl-delay per host, as the crawl kept it (hosts table)."""
-        rows = self.conn.execute("SELECT host, crawl_delay_s FROM hosts")
-        return {host: delay for host, delay in rows if delay}
-
-    def seed(self, window: RevisitWindow) -> int:
+    def seed(self) -> int:
         """Revisit state for each stored 2xx page that has none yet: version 1 is the
         crawl's page, validators come from its WARC record, the first estimate from
-        its sitemap <lastmod>. Returns the pages seeded."""
-        rows = v.unseeded_pages(self.conn)
-        with self.conn:
-            for row in rows:
-                v.seed_version(self.conn, row, self._first_state(row, window))
+        its sitemap <lastmod>. Only pages stored since the last call are read after the
+        first. Returns the pages seeded."""
+        rows, self._seeded_upto = v.unseeded_pages(self.conn, self._seeded_upto)
+        if rows:
+            with self.conn:
+                for row in rows:
+                    v.seed_version(self.conn, row, self._first_state(row, self.window))
         return len(rows)
+
+    def due(self, now: float, limit: int) -> list[tuple[v.RevisitState, int]]:
+        """(state, page depth) of pages due by ``now``, soonest first, at most ``limit``."""
+        self.seed()
+        return v.due_states(self.conn, now, limit)
+
+    def next_of_pass(self, limit: int) -> list[tuple[v.RevisitState, int]]:
+        """One pass over every page (``trawler recrawl``): the next ``limit`` rows."""
+        if self._pass_after == 0:
+            self.seed()
+        rows, self._pass_after = v.states_after(self.conn, self._pass_after, limit)
+        return rows
 
     def _first_state(self, row: tuple, window: RevisitWindow) -> v.RevisitState:
         url, host, final_url, fetched_at, *_rest = row
@@ -100,51 +117,50 @@ class RecrawlStore:
             return None, None
         return validators(list(headers))
 
-    def defer(self, url: str, next_visit_at: float) -> None:
-        """A page not fetched now (robots.txt): asked again at ``next_visit_at``."""
-        with self.conn:
-            self.conn.execute(
-                "UPDATE revisit_state SET next_visit_at = ? WHERE url = ?", (next_visit_at, url)
-            )
-
-    def archive_robots(self, result: FetchResult, host: str) -> None:
-        """A robots.txt download: a WARC record and a row, as the crawl keeps them."""
-        record = robots_record(result, host)
-        location = self.warc.write(result)
-        if location is not None:
-            record.warc_file, record.warc_offset = location.filename, location.offset
+    def archive(self, outcomes: list[RevisitOutcome]) -> None:
+        """Step one of the commit: each visit's WARC records, then one fsync."""
+        for outcome in outcomes:
+            if outcome.judgement is not None and outcome.result is not None:
+                location = self._archive(outcome.state, outcome.result, outcome.judgement)
+                outcome.warc_place = _place(location)
         self.warc.flush(fsync=True)
-        with self.conn:
-            self.store.insert_robots([record])
-            if (position := self.warc.position()) is not None:
-                self.store.set_warc_position(*position)
 
-    def commit_visit(
-        self, state: v.RevisitState, result: FetchResult, judgement: Judgement,
-        window: RevisitWindow,
-    ) -> v.RevisitState:  # fmt: skip
-        """Archive and record one visit; returns the page's new revisit state."""
-        location = self._archive(state, result, judgement)
-        self.warc.flush(fsync=True)
-        visited_at = result.started_at
-        with self.conn:
-            v.add_visit(self.conn, v.VisitRow(
-                state.url, visited_at, result.status, judgement.verdict, judgement.distance,
-                len(result.raw_body), *_place(location),
-            ))  # fmt: skip
-            new_state = self._next_state(state, result, judgement, window)
-            if judgement.verdict == CHANGED:
-                v.add_version(self.conn, _version_values(new_state, result, judgement, location))
-            v.put_state(self.conn, new_state)
-            if (position := self.warc.position()) is not None:
-                self.store.set_warc_position(*position)
-        return new_state
+    def record(self, outcomes: list[RevisitOutcome], store: db.SqliteStore) -> None:
+        """Step two, inside the commit's transaction: each revisit's rows, whole or not
+        at all (a savepoint each: a row the database rejects costs that visit only,
+        and its page stays due)."""
+        for outcome in outcomes:
+            self.conn.execute("SAVEPOINT revisit")
+            try:
+                self._record(outcome)
+            except sqlite3.IntegrityError as exc:
+                self.conn.execute("ROLLBACK TO revisit")
+                log.warning("cannot record the revisit of %s: %s", outcome.state.url, exc)
+            self.conn.execute("RELEASE revisit")
+        if (position := self.warc.position()) is not None:
+            store.set_warc_position(*position)
+
+    def _record(self, outcome: RevisitOutcome) -> None:
+        state, result, judgement = outcome.state, outcome.result, outcome.judgement
+        if judgement is None or result is None:  # not fetched now: asked again later
+            self.conn.execute("UPDATE revisit_state SET next_visit_at = ? WHERE url = ?",
+                              (outcome.defer_to, state.url))  # fmt: skip
+            return
+        place = outcome.warc_place
+        v.add_visit(self.conn, v.VisitRow(
+            state.url, result.started_at, result.status, judgement.verdict, judgement.distance,
+            len(result.raw_body), *place,
+        ))  # fmt: skip
+        new_state = self._next_state(state, result, judgement, self.window)
+        if judgement.verdict == CHANGED or new_state.version != state.version:
+            v.add_version(self.conn, _version_values(new_state, result, judgement, place))
+        v.put_state(self.conn, new_state)
 
     def _archive(
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement
     ) -> WarcLocation | None:
-        if judgement.verdict in (CHANGED, FAILED):
-            return self.warc.write(result)  # a new version, or an error answer as it came
+        if judgement.verdict not in (NOT_MODIFIED, UNCHANGED):
+            return self.warc.write(result)  # a new version, or the answer as it came
         profile = PROFILE_NOT_MODIFIED if judgement.verdict == NOT_MODIFIED else PROFILE_IDENTICAL
         refers = RefersTo(state.final_url, state.version_at)
         return self.warc.write_revisit(result, profile, refers)
@@ -153,15 +169,27 @@ class RecrawlStore:
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement,
         window: RevisitWindow,
     ) -> v.RevisitState:  # fmt: skip
-        """The state after this visit (recorded already): rate from the whole history."""
+        """The state after this visit (recorded already): rate from the whole history.
+        A gone page (404, 410) gets a version of its own, marked gone, once; it is asked
+        again at --revisit-max: a page may come back (a 404 is often a slip), and one
+        request per host per --revisit-max is what finding that costs."""
         rate = _estimated_rate(self.conn, state)
         new = v.RevisitState(*(getattr(state, name) for name in v.STATE_COLUMNS))
         new.last_visit_at, new.rate_per_s = result.started_at, rate
         new.next_visit_at = result.started_at + window.interval_s(rate)
-        if judgement.verdict == FAILED:
+        verdict = judgement.verdict
+        if verdict == GONE:
+            new.next_visit_at = result.started_at + window.max_s
+            if state.content_sha256 is not None:  # gone now: the tombstone version
+                new.version, new.version_at = state.version + 1, result.started_at
+                new.content_sha256 = new.simhash = new.etag = new.last_modified = None
+            return new
+        if verdict in NO_EVIDENCE:  # failed, redirected: validators and version stay
+            if result.retry_after_s is not None:  # RFC 9110 §10.2.3: not before then
+                new.next_visit_at = max(new.next_visit_at, result.started_at + result.retry_after_s)
             return new
         new.etag, new.last_modified = judgement.etag, judgement.last_modified
-        if judgement.verdict == CHANGED:
+        if verdict == CHANGED:
             new.version, new.version_at = state.version + 1, result.started_at
             new.final_url, new.content_sha256 = result.final_url, judgement.content_sha256
             new.simhash = judgement.simhash
@@ -170,11 +198,12 @@ class RecrawlStore:
 
 def _estimated_rate(conn: sqlite3.Connection, state: v.RevisitState) -> float:
     """Intervals between successful visits, the crawl's fetch being the first visit;
-    a failed visit tells nothing, so its interval runs on to the next good one."""
+    a failed (gone, redirected) visit tells nothing, so its interval runs on to the
+    next good one."""
     since = _first_visit_at(conn, state.url)
     intervals = []
     for visited_at, verdict in v.visit_history(conn, state.url):
-        if verdict == FAILED:
+        if verdict in NO_EVIDENCE:
             continue
         intervals.append(Interval(visited_at - since, verdict == CHANGED))
         since = visited_at
@@ -196,15 +225,18 @@ def _place(location: WarcLocation | None) -> tuple[str | None, int | None]:
 
 def _version_values(
     state: v.RevisitState, result: FetchResult, judgement: Judgement,
-    location: WarcLocation | None,
+    place: tuple[str | None, int | None],
 ) -> dict[str, object]:  # fmt: skip
-    warc_file, warc_offset = _place(location)
+    """The row of the page's new version (``state``: after the visit); a gone page's
+    has its status and no content."""
+    gone = judgement.verdict == GONE
     return {
         "url": state.url, "version": state.version, "fetched_at": result.started_at,
         "final_url": result.final_url, "status": result.status,
-        "content_type": result.content_type, "content_length": len(result.body),
+        "content_type": None if gone else result.content_type,
+        "content_length": 0 if gone else len(result.body),
         "content_sha256": judgement.content_sha256, "simhash": judgement.simhash,
         "distance": judgement.distance, "title": judgement.title, "text": judgement.text,
         "etag": judgement.etag, "last_modified": judgement.last_modified,
-        "warc_file": warc_file, "warc_offset": warc_offset,
+        "warc_file": place[0], "warc_offset": place[1],
     }  # fmt: skip

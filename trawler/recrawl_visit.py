@@ -1,5 +1,5 @@
 """What one revisit found: pure functions from the page's revisit state and the
-fetch result to a verdict (not modified, unchanged, changed, failed).
+fetch result to a verdict (not modified, unchanged, changed, gone, redirected, failed).
 
 A change is an exact one: the SHA-256 of the decoded body differs from the latest
 version's. The near-duplicate distance (SimHash bits of the main text, as the crawl
@@ -10,15 +10,21 @@ timestamp from a rewritten page; it does not decide what is stored.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trawler.minhash import SHINGLE_WORDS  # as the crawl's SimHash (outcome.py)
+from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.parse import parse_html
-from trawler.records import FetchResult
+from trawler.records import CrawlRequest, FetchResult
 from trawler.simhash import distinct_shingle_hashes, hamming, hex64, simhash_of_hashes, words
 from trawler.store.versions import RevisitState
 
 NOT_MODIFIED, UNCHANGED, CHANGED, FAILED = "not_modified", "unchanged", "changed", "failed"
+GONE, REDIRECTED = "gone", "redirected"
+# RFC 9110 §15.5.5, §15.5.11: the page is not there (410: on purpose, for good).
+GONE_STATUSES = frozenset({404, 410})
+# Verdicts that say nothing about how often the content changes (recrawl.py's estimator).
+NO_EVIDENCE = frozenset({FAILED, GONE, REDIRECTED})
 
 
 @dataclass(slots=True)
@@ -33,6 +39,22 @@ class Judgement:
     text: str | None = None
     etag: str | None = None
     last_modified: str | None = None
+
+
+@dataclass(slots=True)
+class RevisitOutcome:
+    """One revisit as a commit makes it durable (store/base.py ``CommitBatch.revisits``):
+    a visit with its verdict, or (``judgement`` None) a page not fetched now, asked
+    again at ``defer_to`` (wall clock); and the new URLs found from it."""
+
+    request: CrawlRequest
+    state: RevisitState
+    result: FetchResult | None = None
+    judgement: Judgement | None = None
+    defer_to: float | None = None
+    reason: str | None = None  # why it was not fetched (robots, blocklist, ...)
+    warc_place: tuple[str | None, int | None] = (None, None)  # of its records, once written
+    discovered: list[CrawlRequest] = field(default_factory=list)
 
 
 def validators(headers: list[tuple[str, str]]) -> tuple[str | None, str | None]:
@@ -59,8 +81,12 @@ def conditional_headers(state: RevisitState) -> tuple[tuple[str, str], ...]:
 
 
 def judge(state: RevisitState, result: FetchResult) -> Judgement:
+    if result.error == REDIRECT_ELSEWHERE:  # its target goes to the frontier (discovery.py)
+        return Judgement(REDIRECTED)
     if result.error is not None or result.status is None:
         return Judgement(FAILED)
+    if result.status in GONE_STATUSES:
+        return Judgement(GONE)
     etag, last_modified = validators(result.headers)
     if result.status == 304:  # RFC 9110 §15.4.5: the stored version is current
         return Judgement(NOT_MODIFIED, state.content_sha256, state.simhash, 0,

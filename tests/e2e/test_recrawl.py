@@ -39,10 +39,11 @@ class Site:
         return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
 
 
-def start_site(tmp: Path) -> Site:
+def start_site(tmp: Path, *extra: str) -> Site:
+    """The changing site; ``extra``: its options (--pages, --births, --status-file)."""
     log_path = tmp / "access.jsonl"
     cmd = [sys.executable, "-m", "tests.e2e.changing_site", "--access-log", str(log_path),
-           "--robots-file", str(tmp / "robots.txt")]  # fmt: skip
+           "--robots-file", str(tmp / "robots.txt"), *extra]  # fmt: skip
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     prioritise(process)
     assert process.stdout is not None
@@ -236,8 +237,9 @@ def test_recrawl_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_crawl_then_recrawl_continuously(tmp_path: Path) -> None:
-    """`crawl --recrawl`: the crawl completes, then the same process revisits its pages
-    until SIGTERM: the never-changing pages come back as 304s after the crawl's 200s."""
+    """`crawl --recrawl`: the same process revisits its pages as they come due, beside
+    the crawl's new URLs, until SIGTERM: the never-changing pages come back as 304s
+    after the crawl's 200s."""
     site = start_site(tmp_path)
     try:
         cmd = [sys.executable, "-m", "trawler", "crawl", site.seed, "--data",

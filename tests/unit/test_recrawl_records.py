@@ -99,18 +99,18 @@ def test_sitemap_lastmod_seeds_the_first_estimate(tmp_path: Path) -> None:
             (f"http://h{path}", f"http://h{path}", fetched, lastmod),
         )
     conn.commit()
-    conn.close()
     window = RevisitWindow(3600.0, 30 * 86400.0)
-    store = RecrawlStore(tmp_path, 1 << 20)
+    store = RecrawlStore(conn, tmp_path, window, 1 << 20)
     try:
-        assert store.seed(window) == 2
-        assert store.seed(window) == 0  # once
+        assert store.seed() == 2
+        assert store.seed() == 0  # once
         rows = dict(
             store.conn.execute("SELECT url, next_visit_at - last_visit_at FROM revisit_state")
         )
         versions = store.conn.execute("SELECT count(*) FROM page_versions").fetchone()[0]
     finally:
         store.close()
+        conn.close()
     assert rows["http://h/dated"] == pytest.approx(86400.0)
     assert rows["http://h/undated"] == pytest.approx((3600.0 * 30 * 86400.0) ** 0.5)
     assert versions == 2

@@ -86,3 +86,42 @@ class Frontier(Protocol):
 
     @property
     def active_hosts(self) -> int: ...
+
+
+class Revisitable(Frontier, Protocol):
+    """A frontier that also hands out due revisits of stored pages (issue 15; the
+    embedded one so far). Revisits are ``CrawlRequest``s of kind ``revisit``
+    (recrawl_lanes.py) leased through ``next()`` like new URLs, under the same host
+    slots: one request in flight per host, one interval between any two. A host with
+    new URLs queued gives revisits at most every other turn; a host with only
+    revisits gives them every turn. Handed back or retried, a revisit goes back to
+    its host's lane, never into the URL queues; it is acknowledged by ``ack()`` with
+    the batch that records it, after ``revisits_done``.
+
+    The Redis frontier would need: a per-host revisit list beside each host's queue,
+    the turn flag in the host's hash, the lease script choosing between the two by the
+    rule above, and a pending set so a page is leased once per due time.
+    """
+
+    def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
+        """``continuous``: more revisits may come, so ``next()`` waits instead of
+        returning None when nothing is queued; ``discovery`` False: queued new URLs
+        are not handed out (a revisit pass whose only work is the due pages)."""
+
+    def revisit_poll_started(self) -> int:
+        """A read of due pages begins: the number to pass to ``add_revisits``."""
+
+    def add_revisits(self, requests: Sequence[CrawlRequest], poll: int | None) -> int:
+        """Queue due revisits, skipping pages already queued or leased and pages whose
+        visit was committed after ``poll`` began; returns how many were queued."""
+
+    def revisits_done(self, urls: Sequence[str]) -> None:
+        """Those pages' visits are committed (called before their ``ack()``)."""
+
+    def drop_kept_robots(self) -> None:
+        """Fetch robots.txt again rather than use one an earlier run kept (a revisit
+        pass asked for later sees the rules as they are now)."""
+
+    @property
+    def revisits_pending(self) -> int:
+        """Revisits queued or leased, not yet committed."""

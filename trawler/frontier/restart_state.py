@@ -71,6 +71,10 @@ class RestartState:
         """A robots.txt kept by an earlier run; handed out once (the gate keeps it then)."""
         return self._kept_robots.pop((site, profile), None)
 
+    def drop_robots(self) -> None:
+        """Hand out no robots.txt of an earlier run: each is fetched again."""
+        self._kept_robots.clear()
+
     # -- writer thread ---------------------------------------------------------------
     def persist(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
         """Write the rows noted since the last call, or those up to ``upto`` (a ``mark()``),

@@ -48,6 +48,7 @@ from trawler.frontier.restart_state import RestartState
 from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
 from trawler.politeness import HostClaim, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
+from trawler.recrawl_lanes import REVISIT, RevisitLanes
 
 # (next_allowed_at, sequence, host): the ready-heap order.
 ReadyEntry = tuple[float, int, str]
@@ -81,6 +82,7 @@ class SqliteFrontier:
         self._wake: asyncio.TimerHandle | None = None  # sets _changed at _wake_at (loop clock)
         self._wake_at = 0.0
         self._kept = RestartState(clock)
+        self._revisits = RevisitLanes()  # due revisits beside the queues (recrawl_lanes.py)
         self.seen_rows_read = 0  # rows load() read to rebuild the seen set
 
     # -- durable side (writer thread) -------------------------------------------
@@ -165,7 +167,7 @@ class SqliteFrontier:
         while not self._closed:
             heads = self._heads()
             if not heads:
-                if self._queues.queued == 0 and self._leased == 0:
+                if self._leased == 0 and self._nothing_queued():
                     return None
                 await self._wait(None)
                 continue
@@ -179,6 +181,12 @@ class SqliteFrontier:
                 continue
             await self._wait(min(head[0] for head, _ in heads) - now)
         return None
+
+    def _nothing_queued(self) -> bool:
+        revisits = self._revisits
+        if revisits.continuous or revisits.queued:
+            return False
+        return self._queues.queued == 0 or not revisits.discovery
 
     def _heads(self) -> list[tuple[ReadyEntry, list[ReadyEntry]]]:
         """The first live entry of each heap a host may be leased from now."""
@@ -244,7 +252,9 @@ class SqliteFrontier:
         heapq.heappop(heap)
         slot = self._slots[host]
         slot.in_heap_at = None
-        request = self._queues.pop(host)
+        request = self._revisits.take(host, self._queues.has_queued(host))  # whose turn
+        if request is None and self._revisits.discovery:
+            request = self._queues.pop(host)
         if request is None:  # its count was off; nothing of it is queued
             return None
         slot.busy = True
@@ -280,7 +290,16 @@ class SqliteFrontier:
     def _requeue(self, request: CrawlRequest) -> None:
         if not self._closed:
             self._leased -= 1
+            self._enqueue_one(request)
+
+    def _enqueue_one(self, request: CrawlRequest) -> None:
+        """A leased URL back in the queue, or a revisit back in its host's lane."""
+        if request.kind != REVISIT:
             self.enqueue([request])
+            return
+        self._revisits.put_back(request)
+        self._schedule(self._slot(request.host))
+        self._changed.set()
 
     async def finish_host(self, host: str) -> None:
         slot = self._slot(host)
@@ -325,7 +344,7 @@ class SqliteFrontier:
         slot.next_allowed_at = max(slot.next_allowed_at, self.clock() + delay_s)
         self._note(slot)
         self._leased -= 1
-        self.enqueue([request])
+        self._enqueue_one(request)
 
     def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         slot = self._slot(host)
@@ -341,6 +360,30 @@ class SqliteFrontier:
     ) -> None:
         """Kept for the next run; the data directory holds one job, so job_only is moot."""
         self._kept.note_robots(site, profile, fetch)
+
+    # -- revisits (frontier/base.py ``Revisitable``) -----------------------------------
+    def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
+        self._revisits.continuous, self._revisits.discovery = continuous, discovery
+        self._changed.set()  # a next() waiting for more revisits may be done now
+
+    def revisit_poll_started(self) -> int:
+        return self._revisits.poll_started()
+
+    def add_revisits(self, requests: Sequence[CrawlRequest], poll: int | None) -> int:
+        hosts = self._revisits.add(requests, poll)
+        for host in dict.fromkeys(hosts):
+            self._schedule(self._slot(host))
+        return len(hosts)
+
+    def revisits_done(self, urls: Sequence[str]) -> None:
+        self._revisits.done(urls)
+
+    def drop_kept_robots(self) -> None:
+        self._kept.drop_robots()
+
+    @property
+    def revisits_pending(self) -> int:
+        return self._revisits.pending
 
     def close(self) -> None:
         self._closed = True
@@ -380,7 +423,9 @@ class SqliteFrontier:
 
     def _schedule(self, slot: HostSlot) -> None:
         """Put an idle host with queued URLs into the ready-heap (once)."""
-        if slot.busy or slot.in_heap_at is not None or not self._queues.has_queued(slot.host):
+        if slot.busy or slot.in_heap_at is not None:
+            return
+        if not self._revisits.schedulable(slot.host, self._queues.has_queued(slot.host)):
             return
         slot.in_heap_at = slot.next_allowed_at
         heapq.heappush(self._heap_of(slot), (slot.next_allowed_at, next(self._seq), slot.host))

@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.base import Frontier
 from trawler.records import CrawlRequest, FetchResult, PageRecord, RobotsRecord
 from trawler.store.warc import WarcWriter
+
+if TYPE_CHECKING:  # recrawl_visit imports the store's modules
+    from trawler.recrawl import RevisitWindow
+    from trawler.recrawl_visit import RevisitOutcome
+    from trawler.store.versions import RevisitState
 
 log = logging.getLogger("trawler")
 
@@ -83,6 +88,8 @@ class CommitBatch:
     counters: dict[str, int] = field(default_factory=dict)
     # robots.txt downloads: archived like pages (WARC request + response), a row each.
     robots: list[tuple[FetchResult, RobotsRecord]] = field(default_factory=list)
+    # Revisits of stored pages (recrawl_visit.py): their visits, versions and state.
+    revisits: list[RevisitOutcome] = field(default_factory=list)
     pages: int = 0  # outcomes with a page
     items: int = 0  # rows this batch will write, to commit early when it grows
 
@@ -90,6 +97,10 @@ class CommitBatch:
         self.outcomes.append(outcome)
         self.pages += outcome.page is not None
         self.items += 1 + len(outcome.attempts) + len(outcome.discovered)
+
+    def add_revisit(self, outcome: RevisitOutcome) -> None:
+        self.revisits.append(outcome)
+        self.items += 2 + len(outcome.discovered)
 
     def add_robots(self, result: FetchResult, record: RobotsRecord) -> None:
         self.robots.append((result, record))
@@ -108,10 +119,11 @@ class CommitBatch:
 
     @property
     def acked(self) -> int:
-        return sum(outcome.finished for outcome in self.outcomes)
+        return sum(outcome.finished for outcome in self.outcomes) + len(self.revisits)
 
     def all_new_requests(self) -> list[CrawlRequest]:
         found = [request for outcome in self.outcomes for request in outcome.discovered]
+        found += [request for revisit in self.revisits for request in revisit.discovered]
         return self.new_requests + found
 
     def outcome_counters(self) -> dict[str, int]:
@@ -194,3 +206,20 @@ class Backend(Protocol):
         """The seeds given to this run are all in the frontier."""
 
     async def close(self) -> None: ...
+
+
+class RevisitBackend(Protocol):
+    """A backend that keeps page versions (issue 15; the embedded one so far). Its
+    ``commit()`` also makes a batch's ``revisits`` durable: their WARC records with
+    the batch's, their rows in the same transaction, and then tells the frontier
+    (``Revisitable.revisits_done``) that those pages may be polled again."""
+
+    async def open_revisits(self, window: RevisitWindow) -> None:
+        """Revisits are wanted this run, in ``window``: seed the state of stored pages."""
+
+    async def due_revisits(self, now: float, limit: int) -> list[tuple[RevisitState, int]]:
+        """(state, page depth) of pages due by ``now`` (wall clock), soonest first;
+        pages stored since the last call are seeded first."""
+
+    async def pass_revisits(self, limit: int) -> list[tuple[RevisitState, int]]:
+        """One pass over every page, due or not: the next ``limit`` (empty: done)."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trawler import __version__
 from trawler.config import CrawlConfig
@@ -39,6 +39,11 @@ from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
 from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
 from trawler.store.warc import WarcWriter, recover
+
+if TYPE_CHECKING:
+    from trawler.recrawl import RevisitWindow
+    from trawler.recrawl_store import RecrawlStore
+    from trawler.store.versions import RevisitState
 
 WARC_DIR = "warc"
 log = logging.getLogger("trawler")
@@ -60,6 +65,7 @@ class EmbeddedBackend:
         self.frontier: SqliteFrontier | None = None
         self.warc: WarcWriter | None = None
         self.dedup = ContentDedup()
+        self.revisits: RecrawlStore | None = None  # open_revisits(): this run revisits pages
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-writer")
 
     async def _in_writer(self, fn: Callable[..., T], *args: Any) -> T:
@@ -77,7 +83,28 @@ class EmbeddedBackend:
         mark = self.frontier.restart_mark()
         await self._in_writer(self._commit, batch, mark)
         self.frontier.enqueue(batch.all_new_requests())
+        if batch.revisits:
+            self.frontier.revisits_done([outcome.state.url for outcome in batch.revisits])
         self.frontier.ack(batch.acked)
+
+    # -- revisits (issue 15; recrawl_store.py does the work) --------------------------
+    async def open_revisits(self, window: RevisitWindow) -> None:
+        await self._in_writer(self._open_revisits, window)
+
+    def _open_revisits(self, window: RevisitWindow) -> None:
+        from trawler.recrawl_store import RecrawlStore
+
+        config_max = self.warc.max_bytes if self.warc is not None else None
+        self.revisits = RecrawlStore(self.conn, self.data_dir, window, config_max or 2**30)
+        self.revisits.seed()
+
+    async def due_revisits(self, now: float, limit: int) -> list[tuple[RevisitState, int]]:
+        assert self.revisits is not None
+        return await self._in_writer(self.revisits.due, now, limit)
+
+    async def pass_revisits(self, limit: int) -> list[tuple[RevisitState, int]]:
+        assert self.revisits is not None
+        return await self._in_writer(self.revisits.next_of_pass, limit)
 
     async def host_url_counts(self) -> dict[str, int]:
         return await self._in_writer(self.store.host_url_counts)
@@ -117,6 +144,9 @@ class EmbeddedBackend:
     def _commit(self, batch: CommitBatch, mark: tuple[int, int]) -> None:
         assert self.warc is not None and self.frontier is not None
         archive_batch(batch, self.warc, self.dedup)
+        if batch.revisits:
+            assert self.revisits is not None
+            self.revisits.archive(batch.revisits)
         with self.conn:  # one transaction: the commit point
             if not self.conn.in_transaction:
                 self.conn.execute("BEGIN")  # savepoints nest in it, RELEASE commits nothing
@@ -124,6 +154,12 @@ class EmbeddedBackend:
             self.frontier.persist_new(self.conn, batch.new_requests)
             self._store_robots(batch)
             self._store_outcomes(batch.outcomes)
+            if batch.revisits:
+                assert self.revisits is not None
+                self.revisits.record(batch.revisits, self.store)
+                self.frontier.persist_new(
+                    self.conn, [r for outcome in batch.revisits for r in outcome.discovered]
+                )
             search.index_pages_after(self.conn, first_new_id)  # searchable as stored
             if batch.counters:
                 self.store.add_counters(batch.counters)
@@ -193,6 +229,8 @@ class EmbeddedBackend:
         finally:
             if self.warc is not None:
                 self.warc.close()
+            if self.revisits is not None:
+                self.revisits.close()
             self.checkpointer.close()
             self.conn.close()
 

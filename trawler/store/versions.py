@@ -105,14 +105,19 @@ STATE_COLUMNS = (
 )  # fmt: skip
 
 
-def unseeded_pages(conn: sqlite3.Connection) -> list[tuple]:
-    """Stored 2xx pages (of any type) without a revisit row yet, as seed_version reads them."""
-    return conn.execute(
+def unseeded_pages(conn: sqlite3.Connection, after_id: int = 0) -> tuple[list[tuple], int]:
+    """Stored 2xx pages (of any type) past page id ``after_id`` without a revisit row
+    yet, as seed_version reads them; and the highest page id read (the next call's
+    ``after_id``: a continuous crawl reads only the pages stored since)."""
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0]
+    rows = conn.execute(
         "SELECT url, host, final_url, fetched_at, status, content_type, content_length,"
         " content_sha256, simhash, title, text, warc_file, warc_offset, sitemap_lastmod"
-        " FROM pages WHERE kind = 'page' AND status BETWEEN 200 AND 299 AND error IS NULL"
-        " AND url NOT IN (SELECT url FROM revisit_state) ORDER BY id"
+        " FROM pages WHERE id > ? AND id <= ? AND kind = 'page' AND status BETWEEN 200 AND 299"
+        " AND error IS NULL AND url NOT IN (SELECT url FROM revisit_state) ORDER BY id",
+        (after_id, top),
     ).fetchall()
+    return rows, top
 
 
 def seed_version(conn: sqlite3.Connection, row: tuple, state: RevisitState) -> None:
@@ -137,16 +142,36 @@ def put_state(conn: sqlite3.Connection, state: RevisitState) -> None:
     )
 
 
-def due_states(conn: sqlite3.Connection, now: float | None) -> list[RevisitState]:
-    """Pages due by ``now`` (None: all of them), soonest first."""
-    sql = f"SELECT {', '.join(STATE_COLUMNS)} FROM revisit_state"
-    if now is None:
-        rows = conn.execute(sql + " ORDER BY next_visit_at").fetchall()
-    else:
-        rows = conn.execute(
-            sql + " WHERE next_visit_at <= ? ORDER BY next_visit_at", (now,)
-        ).fetchall()
-    return [RevisitState(*row) for row in rows]
+# A state and the depth of its page (its links are one deeper).
+_STATE_SELECT = (
+    f"SELECT {', '.join('s.' + name for name in STATE_COLUMNS)},"
+    " coalesce((SELECT min(depth) FROM pages p WHERE p.url = s.url), 0)"
+    " FROM revisit_state s"
+)
+
+
+def due_states(conn: sqlite3.Connection, now: float, limit: int) -> list[tuple[RevisitState, int]]:
+    """(state, page depth) of pages due by ``now``, soonest first, at most ``limit``
+    (the ``revisit_due`` index: no scan of the pages not due)."""
+    rows = conn.execute(
+        f"{_STATE_SELECT} WHERE s.next_visit_at <= ? ORDER BY s.next_visit_at LIMIT ?",
+        (now, limit),
+    )
+    return [(RevisitState(*row[:-1]), row[-1]) for row in rows]
+
+
+def states_after(
+    conn: sqlite3.Connection, after_rowid: int, limit: int
+) -> tuple[list[tuple[RevisitState, int]], int]:
+    """The next ``limit`` states in table order after ``after_rowid``, due or not (one
+    pass over every page), and the last rowid read."""
+    rows = conn.execute(
+        f"SELECT s.rowid, {_STATE_SELECT[len('SELECT ') :]} WHERE s.rowid > ?"
+        " ORDER BY s.rowid LIMIT ?",
+        (after_rowid, limit),
+    ).fetchall()
+    last = rows[-1][0] if rows else after_rowid
+    return [(RevisitState(*row[1:-1]), row[-1]) for row in rows], last
 
 
 def next_due_at(conn: sqlite3.Connection) -> float | None:
@@ -189,4 +214,7 @@ def versions_of(conn: sqlite3.Connection, url: str | None, latest_only: bool) ->
         f"SELECT {columns} FROM page_versions v {where} ORDER BY v.url, v.version", params
     )
     for row in cursor:
-        yield dict(zip(VERSION_COLUMNS, row, strict=True))
+        version = dict(zip(VERSION_COLUMNS, row, strict=True))
+        # A version with a gone status (404, 410) and no content marks the page gone.
+        version["gone"] = version["status"] in (404, 410) and version["content_sha256"] is None
+        yield version
