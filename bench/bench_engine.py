@@ -8,7 +8,8 @@ checkout for "after") a crawl process runs ``trawler crawl`` over it with
 ``--delay 0`` (so the loop is always busy) and one parser process, and reports
 its own CPU time (``time.process_time``: the event loop, the writer thread,
 the thread pool; the parser process is another process, not counted) per page
-stored. Trees run in turn, ``--repeat`` rounds, and the median is reported.
+stored, and its peak RSS. Trees run in turn, ``--repeat`` rounds, and the median
+is reported.
 
     .venv/bin/python bench/bench_engine.py --src /tmp/main-tree --src . --repeat 3
 
@@ -74,7 +75,10 @@ def _crawl(data: str, seeds: list[str], profile: str | None) -> None:
     db = next(p for p in Path(data).rglob("*.db") if p.name != "jobs.db")
     with sqlite3.connect(db) as conn:
         pages = conn.execute("SELECT count(*) FROM pages").fetchone()[0]
-    print(json.dumps({"cpu_s": cpu_s, "pages": pages}), flush=True)
+    import resource
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"cpu_s": cpu_s, "pages": pages, "rss_mb": rss_mb}), flush=True)
 
 
 def _measure(src: Path, seeds: list[str], profile: str | None = None) -> dict[str, float]:
@@ -90,7 +94,7 @@ def _measure(src: Path, seeds: list[str], profile: str | None = None) -> dict[st
         shutil.rmtree(data, ignore_errors=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return {"us_per_page": round(result["cpu_s"] / result["pages"] * 1e6, 1),
-            "pages": result["pages"]}  # fmt: skip
+            "pages": result["pages"], "peak_rss_mb": round(result["rss_mb"])}  # fmt: skip
 
 
 def main() -> None:
