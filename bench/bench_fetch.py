@@ -1,9 +1,10 @@
 """CPU per fetch of the Fetcher: GETs of a ~4 KB page over loopback keep-alive connections.
 
 A small asyncio server in its own process answers every GET with the same
-~4 KB HTML page (Content-Length, keep-alive), as the crawl benchmark's nginx
-hosts do. For each Trawler source tree given (``--src``, e.g. the main
-checkout for "before" and this one for "after") a client process imports that
+~4 KB HTML page and the headers nginx sends for a static file (Content-Length,
+keep-alive), as the crawl benchmark's nginx hosts do. For each Trawler source
+tree given (``--src``, e.g. the main checkout for "before" and this one for
+"after") a client process imports that
 tree's ``trawler.fetch.Fetcher`` and runs ``--requests`` fetches from
 ``--concurrency`` tasks over one shared pool; it reports the CPU time of the
 client process only (``time.process_time``) per request, after a warm-up
@@ -38,11 +39,14 @@ PAGE = (
 
 
 class _Server(asyncio.Protocol):
-    """Answers each request head with the page; keeps the connection open."""
+    """Answers each request head with the page and nginx's headers for a static file;
+    keeps the connection open."""
 
     response = (
-        b"HTTP/1.1 200 OK\r\nServer: bench\r\nContent-Type: text/html; charset=utf-8\r\n"
-        b"Content-Length: %d\r\nConnection: keep-alive\r\n\r\n" % len(PAGE) + PAGE
+        b"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Wed, 25 Nov 2026 17:00:00 GMT\r\n"
+        b"Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n"
+        b"Last-Modified: Tue, 24 Nov 2026 10:00:00 GMT\r\nConnection: keep-alive\r\n"
+        b'ETag: "6924a3a0-1000"\r\nAccept-Ranges: bytes\r\n\r\n' % len(PAGE) + PAGE
     )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

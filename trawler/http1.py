@@ -47,13 +47,13 @@ class Response:
     content_length: int | None = None
     chunks: list[bytes] = field(default_factory=list)
     body_bytes: int = 0
+    # Lowercase name → its first value, filled as the headers arrive: the five or so
+    # lookups of a response (length, codings, type, location) are one dict get each.
+    first: dict[bytes, bytes] = field(default_factory=dict)
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of header ``name`` (lowercase), or None."""
-        for key, value in self.raw_headers:
-            if key.lower() == name:
-                return value
-        return None
+        return self.first.get(name)
 
 
 _HEAD, _BODY, _DONE = 0, 1, 2  # what the waiting task waits for
@@ -245,11 +245,13 @@ class Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._stage != _HEAD:
             return
-        headers = self._response.raw_headers
-        if len(headers) >= MAX_HEADERS or len(name) + len(value) > MAX_FIELD_BYTES:
+        response = self._response
+        if len(name) + len(value) > MAX_FIELD_BYTES or len(response.raw_headers) >= MAX_HEADERS:
             raise ProtocolError("response headers too large")
         # llhttp strips the whitespace before a value, not after (RFC 9110 §5.5: OWS).
-        headers.append((name, value.rstrip(b" \t")))
+        value = value.rstrip(b" \t")
+        response.raw_headers.append((name, value))
+        response.first.setdefault(name.lower(), value)
 
     def on_headers_complete(self) -> None:
         if self._stage != _HEAD:
@@ -257,7 +259,7 @@ class Connection(asyncio.Protocol):
         parser, response = self._parser, self._response
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # RFC 9110 §15.2: interim; the real one follows
-            response.raw_headers = []
+            response.raw_headers, response.first = [], {}
             return
         response.status = status
         response.http_version = parser.get_http_version()

@@ -11,7 +11,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from trawler.gcpolicy import FULL_EVERY, SWITCH_INTERVAL_S
+from trawler.gcpolicy import FULL_EVERY, SWITCH_INTERVAL_S, YOUNG_EVERY
 
 
 def _python(code: str, *args: str) -> str:
@@ -22,7 +22,7 @@ def _python(code: str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_tune_freezes_start_up_objects_and_makes_full_collections_rare() -> None:
+def test_tune_freezes_start_up_objects_and_makes_collections_rare() -> None:
     out = _python(
         "import gc\n"
         "from trawler import gcpolicy\n"
@@ -32,7 +32,8 @@ def test_tune_freezes_start_up_objects_and_makes_full_collections_rare() -> None
         "gcpolicy.tune_for_crawling()  # a second call changes nothing\n"
         "print(before, gc.get_threshold(), frozen > 0, gc.get_freeze_count() == frozen)\n"
     )
-    assert out == f"(700, 10, 10) (700, 10, {FULL_EVERY}) True True"
+    assert out == f"(700, 10, 10) ({YOUNG_EVERY}, 10, {FULL_EVERY}) True True"
+    assert YOUNG_EVERY > 700
 
 
 def test_tune_hands_the_gil_back_sooner() -> None:

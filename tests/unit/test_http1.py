@@ -227,6 +227,15 @@ async def test_interim_response_skipped() -> None:
     assert ("Content-Length", str(len(PAGE))) in r.headers and len(r.headers) == 2
 
 
+async def test_interim_response_headers_are_not_the_final_ones() -> None:
+    """103 Early Hints has headers of its own: the final response's are what count."""
+    hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\nContent-Type: text/plain\r\n\r\n"
+    async with server(always(hints + OK)) as (port, _), fetcher() as f:
+        r = await f.fetch(f"http://127.0.0.1:{port}/")
+    assert r.status == 200 and r.body == PAGE and r.content_type == "text/html"
+    assert r.headers == [("Content-Type", "text/html"), ("Content-Length", str(len(PAGE)))]
+
+
 async def test_headers_as_sent() -> None:
     head = (
         b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-a: 2  \r\nSet-Cookie: caf\xe9\r\n"
