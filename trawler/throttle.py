@@ -1,5 +1,6 @@
 """Limits on requests in flight: the process's, which can change while requests
-wait on it, and the slot a crawl task holds while it talks to a host.
+wait on it, and the slot a crawl task holds while it talks to a host; and the
+bytes of the pages waiting for their analysis (``ByteBudget``).
 
 ``Throttle``: ``asyncio.Semaphore`` has a fixed size; an operator lowering or raising the
 concurrency of a running service (Services.politeness) needs the waiting
@@ -64,3 +65,24 @@ class RequestSlot:
         if self.held:
             self.held = False
             self._release()
+
+
+class ByteBudget:
+    """Bytes held by the tasks of one stage (pages waiting for their analysis):
+    ``take`` waits while they would go over ``limit_bytes``. One task alone may
+    go over it, so a page larger than the limit still passes."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.used = 0
+        self._freed = asyncio.Event()
+
+    async def take(self, size: int) -> None:
+        while self.used and self.used + size > self.limit_bytes:
+            self._freed.clear()
+            await self._freed.wait()
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+        self._freed.set()

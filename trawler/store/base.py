@@ -106,6 +106,24 @@ class CommitBatch:
     def __len__(self) -> int:
         return self.items + len(self.counters)
 
+    def chunks(self, max_items: int) -> list[CommitBatch]:
+        """The batch as batches of at most ``max_items`` rows (an outcome larger than
+        that alone), to be committed one after another, in order: each URL's outcome
+        whole in one. The first carries the robots.txt downloads (archived before
+        any page of their origin), the URLs found outside outcomes and the counters."""
+        if self.items <= max_items:
+            return [self]
+        first = CommitBatch(new_requests=self.new_requests, counters=self.counters,
+                            robots=self.robots)  # fmt: skip
+        first.items = len(self.new_requests) + len(self.robots)
+        chunks = [first]
+        for outcome in self.outcomes:
+            rows = 1 + len(outcome.attempts) + len(outcome.discovered)
+            if chunks[-1].items and chunks[-1].items + rows > max_items:
+                chunks.append(CommitBatch())
+            chunks[-1].add(outcome)
+        return chunks
+
     @property
     def acked(self) -> int:
         return sum(outcome.finished for outcome in self.outcomes)

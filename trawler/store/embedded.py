@@ -41,6 +41,8 @@ from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
 from trawler.store.warc import WarcWriter, recover
 
 WARC_DIR = "warc"
+# Rows a transaction: a larger batch is committed in chunks, each scheduled once durable.
+COMMIT_CHUNK_ITEMS = 4000
 log = logging.getLogger("trawler")
 T = TypeVar("T")
 
@@ -70,14 +72,22 @@ class EmbeddedBackend:
         return await self._in_writer(self._open, config)
 
     async def commit(self, batch: CommitBatch) -> None:
-        """The commit point; then schedule the new URLs and acknowledge the leases."""
+        """The commit point; then schedule the new URLs and acknowledge the leases.
+
+        A batch of more than ``COMMIT_CHUNK_ITEMS`` rows is committed in chunks, each
+        a transaction of whole outcomes whose URLs are scheduled as soon as it is
+        durable: the hosts of the first chunks get their next URLs without waiting
+        for the last (one 34,054-row transaction held every host for 2.7 s)."""
         assert self.frontier is not None
         # Host and robots.txt state noted up to now go with this batch, whose WARC
         # records they match (restart_state.py); later notes wait for the next one.
+        # The first chunk writes them, with the batch's robots.txt records.
         mark = self.frontier.restart_mark()
-        await self._in_writer(self._commit, batch, mark)
-        self.frontier.enqueue(batch.all_new_requests())
-        self.frontier.ack(batch.acked)
+        for chunk in batch.chunks(COMMIT_CHUNK_ITEMS):
+            await self._in_writer(self._commit, chunk, mark)
+            mark = (0, 0)
+            self.frontier.enqueue(chunk.all_new_requests())
+            self.frontier.ack(chunk.acked)
 
     async def host_url_counts(self) -> dict[str, int]:
         return await self._in_writer(self.store.host_url_counts)
