@@ -69,20 +69,35 @@ class RequestSlot:
 
 class ByteBudget:
     """Bytes held by the tasks of one stage (pages waiting for their analysis):
-    ``take`` waits while they would go over ``limit_bytes``. One task alone may
-    go over it, so a page larger than the limit still passes."""
+    ``take`` waits while they would go over ``limit_bytes``. FIFO, woken one by one
+    as bytes are given back (not every waiter at each ``give``). One task alone may
+    go over the limit, so a page larger than it still passes."""
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self.used = 0
-        self._freed = asyncio.Event()
+        self._waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
 
     async def take(self, size: int) -> None:
-        while self.used and self.used + size > self.limit_bytes:
-            self._freed.clear()
-            await self._freed.wait()
-        self.used += size
+        if not self._waiting and self._fits(size):
+            self.used += size
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((size, future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.give(size)  # granted as the waiter was cancelled: give it back
+            raise
 
     def give(self, size: int) -> None:
         self.used -= size
-        self._freed.set()
+        while self._waiting and self._fits(self._waiting[0][0]):
+            size, future = self._waiting.popleft()
+            if not future.done():
+                self.used += size
+                future.set_result(None)
+
+    def _fits(self, size: int) -> bool:
+        return not self.used or self.used + size <= self.limit_bytes
