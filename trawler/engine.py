@@ -12,8 +12,9 @@ out the host's interval (a host not ready yet after its robots.txt goes back
 to the frontier, whose ready-heap does the waiting) nor while its page is
 analysed. Up to ``TASKS_PER_SLOT`` times as many URLs may be between lease
 and analysis; a page waiting for its analysis (or for room in the batch) holds
-no task slot but its bytes, up to ``ANALYSIS_QUEUE_BYTES`` in all: a host whose
-turn has come is not kept waiting behind pages that only wait for the parser.
+no task slot but its bytes, up to ``throttle.ANALYSIS_QUEUE_BYTES`` in the process:
+a host whose turn has come is not kept waiting behind pages that only wait for
+the parser.
 A task holds its host from lease to the end of its response, so
 one request is in flight per host. Results collect in a
 batch that a commit task makes durable (commits.py); only
@@ -52,7 +53,7 @@ from trawler.robotsgate import RobotsGate, Verdict
 from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
-from trawler.throttle import ByteBudget, RequestSlot
+from trawler.throttle import PAGE_OVERHEAD_BYTES, RequestSlot
 from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
@@ -61,12 +62,6 @@ SHUTDOWN_GRACE_S = 5.0
 # Leased URLs per request slot, not yet analysed: the others wait for their host's
 # answer or for room in the analysis queue.
 TASKS_PER_SLOT = 4
-# Pages waiting for their analysis, or for room in the batch after it: bounded by their
-# bytes, not by task slots. Besides its bodies a page holds ~8 KB (its task, records,
-# headers, its pickled copy for the parser): ~3,500 of the benchmark's pages, 2 s of
-# its crawl, peak RSS +100 MB when full.
-ANALYSIS_QUEUE_BYTES = 48 << 20
-PAGE_OVERHEAD_BYTES = 8192
 # A host whose next request is further off than this once its URL is leased (it just
 # answered its robots.txt) goes back to the frontier rather than keep a request slot.
 HAND_BACK_AFTER_S = 0.05
@@ -120,7 +115,7 @@ class Crawler:
             config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
         )
         self.commits = Commits(backend, self._take_counters)
-        self.analysing = ByteBudget(ANALYSIS_QUEUE_BYTES)
+        self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self.paused = False  # no new request starts; resume() goes on

@@ -15,6 +15,13 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
+# Pages waiting for their analysis, or for room in the batch after it (engine.py), in a
+# process: bounded by their bytes, not by task slots. Besides its bodies a page holds
+# ~8 KB (its task, records, headers, its pickled copy for the parser): ~3,500 of the
+# benchmark's pages, about 2 s of its crawl.
+ANALYSIS_QUEUE_BYTES = 48 << 20
+PAGE_OVERHEAD_BYTES = 8192
+
 
 class Throttle:
     def __init__(self, limit: int | None = None) -> None:

@@ -5,7 +5,7 @@ The parser process is held busy (a sleep queued ahead of every page) while a
 crawl with ``--concurrency 1`` (4 task slots) fetches 3 hosts x 8 seed pages.
 Before, each fetched page kept its task slot until analysed: 4 pages were
 fetched in the stall, then nothing until the parser answered. Now a page in
-the analysis queue is bounded by bytes (engine.ANALYSIS_QUEUE_BYTES) instead,
+the analysis queue is bounded by bytes (throttle.ANALYSIS_QUEUE_BYTES) instead,
 and the fetching goes on.
 """
 
@@ -20,9 +20,10 @@ import pytest
 from tests.e2e.scripted import page, start_scripted
 from tests.e2e.test_rules import ROBOTS
 from trawler.config import CrawlConfig
-from trawler.engine import ANALYSIS_QUEUE_BYTES, PAGE_OVERHEAD_BYTES, TASKS_PER_SLOT, Crawler
+from trawler.engine import TASKS_PER_SLOT, Crawler
 from trawler.services import Services
 from trawler.store.embedded import EmbeddedBackend
+from trawler.throttle import ANALYSIS_QUEUE_BYTES, PAGE_OVERHEAD_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
