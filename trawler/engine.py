@@ -473,7 +473,8 @@ def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> t
 
 
 def _give_back(slot: RequestSlot, _task: asyncio.Task[None]) -> None:
-    """A task's slot, if it still holds it (cancelled before it ran, or a bug)."""
+    """A task's slot as it ends, if it still holds it: it ended before its page's
+    analysis (robots.txt, handed back, retried) or was cancelled before it ran."""
     slot.release()
 
 

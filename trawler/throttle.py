@@ -100,10 +100,13 @@ class ByteBudget:
 
     def give(self, size: int) -> None:
         self.used -= size
-        while self._waiting and self._fits(self._waiting[0][0]):
-            size, future = self._waiting.popleft()
-            if not future.done():
-                self.used += size
+        while self._waiting:
+            wanted, future = self._waiting[0]
+            if not future.done() and not self._fits(wanted):
+                return
+            self._waiting.popleft()
+            if not future.done():  # else cancelled while it waited
+                self.used += wanted
                 future.set_result(None)
 
     def _fits(self, size: int) -> bool:

@@ -52,3 +52,16 @@ async def test_a_cancelled_waiter_takes_nothing() -> None:
     budget.give(10)
     await asyncio.sleep(0.01)
     assert budget.used == 0
+
+
+async def test_a_cancelled_waiter_first_in_line_holds_up_nobody() -> None:
+    budget = ByteBudget(10)
+    await budget.take(8)
+    big = asyncio.create_task(budget.take(9))
+    small = asyncio.create_task(budget.take(2))
+    await asyncio.sleep(0.01)
+    big.cancel()
+    await asyncio.sleep(0.01)
+    budget.give(0)  # any give: the cancelled one is dropped, the next one fits
+    await asyncio.wait_for(small, 1)
+    assert budget.used == 10
