@@ -11,7 +11,11 @@ task holds a request slot (``RequestSlot``) only while it talks to the host
 out the host's interval (a host not ready yet after its robots.txt goes back
 to the frontier, whose ready-heap does the waiting) nor while its page is
 analysed. Up to ``TASKS_PER_SLOT`` times as many URLs may be between lease
-and batch. A task holds its host from lease to the end of its response, so
+and analysis; a page waiting for its analysis (or for room in the batch) holds
+no task slot but its bytes, up to ``throttle.ANALYSIS_QUEUE_BYTES`` in the process:
+a host whose turn has come is not kept waiting behind pages that only wait for
+the parser.
+A task holds its host from lease to the end of its response, so
 one request is in flight per host. Results collect in a
 batch that a commit task makes durable (commits.py); only
 then are discovered URLs scheduled and leases acknowledged. A URL's result
@@ -56,13 +60,14 @@ from trawler.robotsgate import RobotsGate, Verdict
 from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
-from trawler.throttle import RequestSlot
+from trawler.throttle import PAGE_OVERHEAD_BYTES, RequestSlot
 from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
 
 SHUTDOWN_GRACE_S = 5.0
-# Leased URLs per request slot: the others are being analysed or wait for the commit.
+# Leased URLs per request slot, not yet analysed: the others wait for their host's
+# answer or for room in the analysis queue.
 TASKS_PER_SLOT = 4
 # A host whose next request is further off than this once its URL is leased (it just
 # answered its robots.txt) goes back to the frontier rather than keep a request slot.
@@ -124,6 +129,7 @@ class Crawler:
         self.revisits = None if revisits is None else RevisitFlow(
             revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
         )  # fmt: skip
+        self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self.paused = False  # no new request starts; resume() goes on
@@ -220,9 +226,6 @@ class Crawler:
             requests.release()
             throttle.release()
 
-        def task_done(_task: asyncio.Task[None]) -> None:
-            tasks.release()
-
         while not self._stopping:
             await tasks.acquire()
             await requests.acquire()  # a URL is leased only when it can be sent at once
@@ -232,10 +235,13 @@ class Crawler:
                 tasks.release()
                 return
             await throttle.acquire()
-            task = asyncio.create_task(self._process(request, RequestSlot(release_request)))
+            task_slot = RequestSlot(tasks.release)  # given up once its page is analysed
+            task = asyncio.create_task(
+                self._process(request, RequestSlot(release_request), task_slot)
+            )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(task_done)
+            task.add_done_callback(partial(_give_back, task_slot))
 
     async def _lease(self) -> CrawlRequest | None:
         """The next URL to crawl, or None: stopping, budget spent, frontier exhausted."""
@@ -281,7 +287,7 @@ class Crawler:
             await asyncio.wait(pending)
 
     # -- one URL -------------------------------------------------------------------
-    async def _process(self, request: CrawlRequest, slot: RequestSlot) -> None:
+    async def _process(self, request: CrawlRequest, slot: RequestSlot, task: RequestSlot) -> None:
         host, holds_host = request.host, True
         try:
             if (self.paused or self.services.blocklist.active) and await self._held_back(request):
@@ -314,7 +320,7 @@ class Crawler:
             self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
             holds_host = False
             await self._finish_host(host)  # its next URL may be leased now
-            await self._after_fetch(request, result)
+            await self._after_fetch(request, result, task)
         except Exception as exc:  # a bug must cost one URL, never the crawl
             log.exception("internal error on %s", request.url)
             slot.release()
@@ -359,7 +365,9 @@ class Crawler:
         await self.commits.room()
         self.commits.batch.add_revisit(outcome)
 
-    async def _after_fetch(self, request: CrawlRequest, result: FetchResult) -> None:
+    async def _after_fetch(
+        self, request: CrawlRequest, result: FetchResult, task: RequestSlot
+    ) -> None:
         """Retry, dead-letter or record the URL (its answer has shaped the host's pace)."""
         if request.kind == REVISIT:
             await self._revisited(request, result)
@@ -374,25 +382,35 @@ class Crawler:
             self._counters[f"retried.{decision.reason}"] += 1
             await self.frontier.retry_later(request, decision.delay_s)
             return
-        await self._record(request, result, DEAD if decision.action == DEAD else DONE, [attempt])
+        state = DEAD if decision.action == DEAD else DONE
+        await self._record(request, result, state, [attempt], task)
 
     async def _record(
         self, request: CrawlRequest, result: FetchResult, state: str = DONE,
-        attempts: list[tuple] | None = None,
+        attempts: list[tuple] | None = None, task: RequestSlot | None = None,
     ) -> None:  # fmt: skip
-        """Analyse the page, then add the URL's whole outcome to the batch at once."""
+        """Analyse the page, then add the URL's whole outcome to the batch at once.
+        From the analysis on, the page holds its bytes of the analysis queue, not
+        its ``task`` slot."""
         if request.kind == REVISIT:
             await self._revisited(request, result)
             return
         outcome = UrlOutcome(request, state, attempts or [], result)
+        size = PAGE_OVERHEAD_BYTES + len(result.body) + len(result.raw_body)
+        await self.analysing.take(size)
+        if task is not None:
+            task.release()
         try:
-            await self._analyse(outcome)
-        except Exception as exc:  # a bug must cost one URL, never the crawl
-            log.exception("internal error on %s", request.url)
-            outcome.result = _internal_error(request.url, exc)
-            await self._analyse(outcome)
-        await self.commits.room()
-        self.commits.add(outcome)  # no await since the analysis: one commit gets it all
+            try:
+                await self._analyse(outcome)
+            except Exception as exc:  # a bug must cost one URL, never the crawl
+                log.exception("internal error on %s", request.url)
+                outcome.result = _internal_error(request.url, exc)
+                await self._analyse(outcome)
+            await self.commits.room()
+            self.commits.add(outcome)  # no await since the analysis: one commit gets it all
+        finally:
+            self.analysing.give(size)
 
     async def _analyse(self, unit: UrlOutcome) -> None:
         """Fill in the outcome's page and the new URLs found from it (discovery.py)."""
@@ -494,6 +512,12 @@ class Crawler:
 def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> tuple:
     return (request.url, request.attempts + 1, result.started_at, round(result.duration_s, 6),
             result.status, result.error, decision)  # fmt: skip
+
+
+def _give_back(slot: RequestSlot, _task: asyncio.Task[None]) -> None:
+    """A task's slot as it ends, if it still holds it: it ended before its page's
+    analysis (robots.txt, handed back, retried) or was cancelled before it ran."""
+    slot.release()
 
 
 def _first_set(value: float | None, default: float) -> float:

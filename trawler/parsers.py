@@ -78,6 +78,11 @@ class ParserProcesses:
         pipe = min(self._pipes, key=lambda each: len(each.waiting))
         return pipe.submit(message)
 
+    def submit_to_each(self, *message: Any) -> list[asyncio.Future[Any]]:
+        """``(function, *args)`` to every process (a job's warm-up: analysis.py)."""
+        self.start()
+        return [pipe.submit(message) for pipe in self._pipes]
+
     def _broken(self, pipe: ParserPipe) -> None:
         """A process died: a new one takes its place (batches already failed)."""
         log.error("page analysis crashed in a parser process; restarted it")

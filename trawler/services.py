@@ -11,6 +11,8 @@
 - ``politeness``: the operator's live politeness settings (``PolitenessSettings``)
   and ``throttle``, the limit on requests in flight over all jobs they set.
 - ``blocklist``: domains no job may fetch from (blocklist.py).
+- ``analysing``: the bytes of the pages waiting for the parsers (engine.py), bounded
+  over all jobs.
 
 A ``Crawler`` given no ``Services`` builds its own and closes them when its run
 ends (``trawler crawl``, ``trawler worker``: one job at a time); the job runner
@@ -29,7 +31,7 @@ from trawler.connectors import Connectors
 from trawler.frontier.hosts import HostTable
 from trawler.parsers import ParserProcesses, default_processes
 from trawler.robotscache import ProcessRobots
-from trawler.throttle import Throttle
+from trawler.throttle import ANALYSIS_QUEUE_BYTES, ByteBudget, Throttle
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,6 +77,7 @@ class Services:
         self.robots = ProcessRobots()
         self.politeness = PolitenessSettings()
         self.throttle = Throttle()
+        self.analysing = ByteBudget(ANALYSIS_QUEUE_BYTES)  # pages waiting for the parsers
         self.blocklist = Blocklist()
 
     async def close(self) -> None:

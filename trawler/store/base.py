@@ -20,7 +20,7 @@ row and its URL is finished like any other. Failures of the store itself
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from trawler.config import CrawlConfig
@@ -116,6 +116,22 @@ class CommitBatch:
 
     def __len__(self) -> int:
         return self.items + len(self.counters)
+
+    def chunks(self, max_items: int) -> list[CommitBatch]:
+        """The batch as batches of at most ``max_items`` rows (an outcome larger than
+        that alone), to be committed one after another, in order: each URL's outcome
+        whole in one. The first carries everything but the outcomes: the robots.txt
+        downloads (archived before any page of their origin), the URLs found outside
+        outcomes, the counters."""
+        if self.items <= max_items:
+            return [self]
+        rows = [1 + len(outcome.attempts) + len(outcome.discovered) for outcome in self.outcomes]
+        chunks = [replace(self, outcomes=[], pages=0, items=self.items - sum(rows))]
+        for outcome, outcome_rows in zip(self.outcomes, rows, strict=True):
+            if chunks[-1].items and chunks[-1].items + outcome_rows > max_items:
+                chunks.append(CommitBatch())
+            chunks[-1].add(outcome)
+        return chunks
 
     @property
     def acked(self) -> int:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from trawler.store.versions import RevisitState
 
 WARC_DIR = "warc"
+# Rows a transaction: a larger batch is committed in chunks, each scheduled once durable.
+COMMIT_CHUNK_ITEMS = 4000
 log = logging.getLogger("trawler")
 T = TypeVar("T")
 
@@ -76,16 +78,24 @@ class EmbeddedBackend:
         return await self._in_writer(self._open, config)
 
     async def commit(self, batch: CommitBatch) -> None:
-        """The commit point; then schedule the new URLs and acknowledge the leases."""
+        """The commit point; then schedule the new URLs and acknowledge the leases.
+
+        A batch of more than ``COMMIT_CHUNK_ITEMS`` rows is committed in chunks, each
+        a transaction of whole outcomes whose URLs are scheduled as soon as it is
+        durable: the hosts of the first chunks get their next URLs without waiting
+        for the last (one 34,054-row transaction held every host for 2.7 s)."""
         assert self.frontier is not None
         # Host and robots.txt state noted up to now go with this batch, whose WARC
         # records they match (restart_state.py); later notes wait for the next one.
+        # The first chunk writes them, with the batch's robots.txt records.
         mark = self.frontier.restart_mark()
-        await self._in_writer(self._commit, batch, mark)
-        self.frontier.enqueue(batch.all_new_requests())
-        if batch.revisits:
-            self.frontier.revisits_done([outcome.state.url for outcome in batch.revisits])
-        self.frontier.ack(batch.acked)
+        for chunk in batch.chunks(COMMIT_CHUNK_ITEMS):
+            await self._in_writer(self._commit, chunk, mark)
+            mark = (0, 0)
+            self.frontier.enqueue(chunk.all_new_requests())
+            if chunk.revisits:
+                self.frontier.revisits_done([outcome.state.url for outcome in chunk.revisits])
+            self.frontier.ack(chunk.acked)
 
     # -- revisits (issue 15; recrawl_store.py does the work) --------------------------
     async def open_revisits(self, window: RevisitWindow) -> None:
