@@ -4,7 +4,8 @@
 
 Layout under --out::
 
-    nginx.conf              one server block per host address
+    nginx.conf              one server block per host address (nginx-1.conf, ...: the
+                            further instances of a web too large for one, see shards())
     logs/access.log         JSON lines (see LOG_FORMAT); logs/error.log; nginx.pid
     tmp/                    nginx temp paths
     127.0.1.1/index.html    "/" of host 0
@@ -41,7 +42,7 @@ LOG_FORMAT = (
 HTTP_BLOCK = """\
 {user}worker_processes {workers};
 worker_rlimit_nofile {nofile};
-pid {out}/nginx.pid;
+pid {out}/{pid_file};
 error_log {out}/logs/error.log warn;
 
 events {{
@@ -125,17 +126,40 @@ def descriptor_limits() -> tuple[int, int]:
     return nofile, max(1024, min(16384, nofile // 2))
 
 
-def nginx_conf(site: Site, out: Path, workers: str) -> str:
+def shards(hosts: int) -> int:
+    """nginx instances needed for ``hosts`` listening sockets.
+
+    Every listening socket of an instance counts against its
+    worker_connections and takes a descriptor, and a process may not hold more
+    descriptors than the hard limit (a container's is often 20,000): one
+    instance cannot listen on 20,000 addresses ("worker_connections are not
+    enough for 20000 listening sockets"). Each instance is its own process
+    with its own limit, so a large web is split over several, each keeping
+    half its connections for clients.
+    """
+    _nofile, connections = descriptor_limits()
+    per_instance = max(1, connections // 2)
+    return -(-hosts // per_instance)
+
+
+def conf_name(shard: int) -> str:
+    return "nginx.conf" if shard == 0 else f"nginx-{shard}.conf"
+
+
+def nginx_conf(site: Site, out: Path, workers: str, shard: int = 0, of: int = 1) -> str:
+    """The configuration of instance ``shard`` of ``of``: every of-th host from shard.
+    All instances append to one access log (one write() a line, O_APPEND)."""
     servers = "".join(
         SERVER_BLOCK.format(address=site.address(i), port=site.spec.port, out=out)
-        for i in range(site.spec.hosts)
+        for i in range(shard, site.spec.hosts, of)
     )
     # As root, workers would drop to the build's default user (www-data), which
     # may not read a checkout under a private home: keep them as the caller.
     user = "user root root;\n" if os.geteuid() == 0 else ""
     nofile, connections = descriptor_limits()
+    pid_file = "nginx.pid" if shard == 0 else f"nginx-{shard}.pid"
     return HTTP_BLOCK.format(
-        user=user, workers=workers, nofile=nofile, connections=connections,
+        user=user, workers=workers, nofile=nofile, connections=connections, pid_file=pid_file,
         out=out, log_format=LOG_FORMAT, servers=servers,
     )  # fmt: skip
 
@@ -156,9 +180,14 @@ def main(argv: list[str] | None = None) -> None:
     files = sum(write_host(site, i, out / site.address(i)) for i in range(site.spec.hosts))
     for sub in ("logs", "tmp"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    (out / "nginx.conf").write_text(nginx_conf(site, out, args.workers), encoding="utf-8")
+    for old in out.glob("nginx-*.conf"):
+        old.unlink()
+    count = shards(site.spec.hosts)
+    for shard in range(count):
+        conf = nginx_conf(site, out, args.workers, shard, count)
+        (out / conf_name(shard)).write_text(conf, encoding="utf-8")
     (out / "seeds.txt").write_text("\n".join(site.seeds()) + "\n", encoding="utf-8")
-    print(f"wrote {files} files for {site.spec.hosts} hosts and {out / 'nginx.conf'}")
+    print(f"wrote {files} files for {site.spec.hosts} hosts and {count} nginx configuration(s)")
 
 
 if __name__ == "__main__":

@@ -48,21 +48,41 @@ ensure_nginx() {
     return 0
 }
 
-run_nginx() {
-    "$(nginx_bin)" -p "$OUT" -c "$OUT/nginx.conf" -e "$OUT/logs/error.log" "$@"
+# A web too large for one nginx is split over several instances (make_nginx_site.py
+# shards()): nginx.conf, nginx-1.conf, ... with pid files nginx.pid, nginx-1.pid, ...
+run_nginx() {  # CONF ARGS...
+    local conf=$1
+    shift
+    "$(nginx_bin)" -p "$OUT" -c "$conf" -e "$OUT/logs/error.log" "$@"
+}
+
+confs() {
+    ls "$OUT"/nginx.conf "$OUT"/nginx-*.conf 2>/dev/null || true
+}
+
+pid_file_of() {  # CONF
+    local base
+    base=$(basename "$1" .conf)
+    echo "$OUT/$base.pid"
 }
 
 stop_nginx() {
-    [[ -f $OUT/nginx.pid ]] || return 0
-    local pid
-    pid=$(cat "$OUT/nginx.pid")
-    run_nginx -s quit || true
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
+    local conf pid_file pid status=0
+    for pid_file in "$OUT"/nginx.pid "$OUT"/nginx-*.pid; do
+        [[ -f $pid_file ]] || continue
+        pid=$(cat "$pid_file")
+        kill -QUIT "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "nginx $pid did not stop" >&2
+            status=1
+        fi
+        rm -f "$pid_file"
     done
-    echo "nginx $pid did not stop" >&2
-    return 1
+    return $status
 }
 
 case $ACTION in
@@ -71,13 +91,15 @@ case $ACTION in
         stop_nginx
         "$PYTHON" bench/make_nginx_site.py "${ARGS[@]}"
         rm -f "$OUT/logs/access.log"
-        run_nginx -t -q
-        run_nginx
-        for _ in $(seq 50); do
-            [[ -s $OUT/nginx.pid ]] && break
-            sleep 0.1
+        for conf in $(confs); do
+            run_nginx "$conf" -t -q
+            run_nginx "$conf"
+            for _ in $(seq 50); do
+                [[ -s $(pid_file_of "$conf") ]] && break
+                sleep 0.1
+            done
         done
-        echo "nginx $(cat "$OUT/nginx.pid") serving $(wc -l <"$OUT/seeds.txt") hosts; seeds in $OUT/seeds.txt"
+        echo "nginx ($(confs | wc -l) instance(s)) serving $(wc -l <"$OUT/seeds.txt") hosts; seeds in $OUT/seeds.txt"
         echo ready
         ;;
     stop)

@@ -180,17 +180,18 @@ def machine_cpu_s() -> dict[str, float]:
 
 
 def nginx_pids(site: Path) -> list[int]:
-    """nginx's master and workers (none if nginx is gone)."""
-    try:
-        master = int((site / "nginx.pid").read_text())
-    except (OSError, ValueError):
-        return []
-    pids = [master]
-    for entry in os.listdir("/proc"):
+    """The masters and workers of nginx's instances (nginx.pid, nginx-1.pid, ...; none if
+    nginx is gone)."""
+    masters = set()
+    for pid_file in site.glob("nginx*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            masters.add(int(pid_file.read_text()))
+    pids = list(masters)
+    for entry in os.listdir("/proc") if masters else ():
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == master:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) in masters:
                         pids.append(int(entry))
             except (OSError, ValueError):
                 continue

@@ -5,7 +5,11 @@ netguard.py), so jobs share keep-alive connections and the DNS cache. A pool
 keeps idle connections (http1.Connection) per (scheme, host, port), reuses the
 most recent first (the likeliest still open), never hands out one the server
 closed or asked to close, closes those idle past ``IDLE_S``, and keeps at most
-``MAX_IDLE_PER_HOST`` of a host. A request is never sent twice: a kept
+``MAX_IDLE_PER_HOST`` of a host. Over all pools of a process, idle connections
+are bounded by ``IdleLimit`` (the oldest closed first): each holds a descriptor,
+and a crawl of more hosts than the process may hold descriptors otherwise ran
+out of them (EMFILE) for its sockets, its WARC files and its database. A
+request is never sent twice: a kept
 connection that turns out closed fails that request (connection_closed), as a
 retry would skip the host's politeness interval. Created on the event loop at
 first use; ``close()`` once no fetcher uses them.
@@ -14,6 +18,7 @@ first use; ``close()`` once no fetcher uses them.
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 import ssl
 
@@ -28,6 +33,12 @@ DNS_TTL_S = 300
 IDLE_S = 15.0  # as aiohttp's keepalive_timeout: servers close theirs after 5-75 s
 MAX_IDLE_PER_HOST = 4  # the frontier sends one request at a time to a host
 _DNS_CACHE_MAX = 100_000  # names; past it the cache starts over
+# Descriptors kept free of idle connections: connections in use (when no limit is
+# given), the databases and their WAL files, WARC files, parser pipes, DNS
+# sockets, the API's sockets.
+FD_RESERVE = 128
+IN_USE_UNBOUNDED = 1024  # connections in use assumed when the pools set no limit
+MAX_IDLE = 16_384  # idle connections at most, whatever the descriptor limit
 
 Key = tuple[str, str, int]  # scheme, host, port
 
@@ -40,6 +51,52 @@ class DnsError(OSError):
         self.os_error = os_error
 
 
+def process_idle_limit(in_use_limit: int) -> int:
+    """Idle connections a process may keep: what its descriptor limit leaves once
+    ``in_use_limit`` connections are in use (0: no limit) and ``FD_RESERVE`` for
+    its files, at most ``MAX_IDLE``."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_IDLE
+    room = soft - (in_use_limit or IN_USE_UNBOUNDED) - FD_RESERVE
+    return max(0, min(MAX_IDLE, room))
+
+
+class IdleLimit:
+    """The idle connections of a process's pools, oldest first, at most ``limit``:
+    given, or read from the descriptor limit at the first idle connection (after
+    gcpolicy.py has raised it)."""
+
+    __slots__ = ("_limit", "_in_use_limit", "_oldest_first")
+
+    def __init__(self, in_use_limit: int = 0, limit: int | None = None) -> None:
+        self._in_use_limit = in_use_limit
+        self._limit = limit
+        self._oldest_first: dict[Connection, HttpPool] = {}  # insertion order
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            self._limit = process_idle_limit(self._in_use_limit)
+        return self._limit
+
+    def add(self, conn: Connection, pool: HttpPool) -> None:
+        """``conn`` has just gone idle; the oldest idle connections past the limit
+        are closed."""
+        self._oldest_first[conn] = pool
+        limit = self.limit
+        while len(self._oldest_first) > limit:
+            oldest = next(iter(self._oldest_first))
+            self._oldest_first.pop(oldest).evict(oldest)
+
+    def remove(self, conn: Connection) -> None:
+        """``conn`` is in use again, or closed."""
+        self._oldest_first.pop(conn, None)
+
+    def __len__(self) -> int:
+        return len(self._oldest_first)
+
+
 class HttpPool:
     """Keep-alive HTTP/1.1 connections of one reach, and its DNS cache."""
 
@@ -49,10 +106,13 @@ class HttpPool:
         allow_private: bool,
         resolver: AbstractResolver | None,
         idle_s: float = IDLE_S,
+        idle_limit: IdleLimit | None = None,
     ) -> None:
         """``limit``: connections in use at once, 0 for no limit; ``idle_s``: how
-        long an idle connection is kept."""
+        long an idle connection is kept; ``idle_limit``: the process's bound on idle
+        connections (shared by its pools)."""
         self._idle_s = idle_s
+        self._idle_limit = IdleLimit(limit) if idle_limit is None else idle_limit
         self._owns_resolver = resolver is None  # a resolver passed in is its owner's to close
         resolver = resolver or aiohttp.DefaultResolver()
         self._resolver = resolver if allow_private else GuardedResolver(resolver)
@@ -91,6 +151,7 @@ class HttpPool:
         idle.append(conn)
         if len(idle) > MAX_IDLE_PER_HOST:
             self._discard(idle.pop(0))  # the oldest: the likeliest to be closed by now
+        self._idle_limit.add(conn, self)  # (may close conn itself when the limit is 0)
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(self._idle_s, self._sweep)
 
@@ -102,9 +163,9 @@ class HttpPool:
         if self._deadlines is not None:
             self._deadlines.close()
             self._deadlines = None
-        conns, self._conns, self._idle = list(self._conns), set(), {}
+        conns, self._idle = list(self._conns), {}
         for conn in conns:
-            conn.close()
+            self._discard(conn)
         if self._owns_resolver:
             await self._resolver.close()
 
@@ -130,9 +191,19 @@ class HttpPool:
         while idle:
             conn = idle.pop()  # LIFO
             if conn.reusable and conn.idle_since > oldest_kept:
+                self._idle_limit.remove(conn)
                 return conn
             self._discard(conn)
         return None
+
+    def evict(self, conn: Connection) -> None:
+        """Close an idle connection for room (IdleLimit): the oldest of the process."""
+        idle = self._idle.get(conn.key)
+        if idle is not None and conn in idle:
+            idle.remove(conn)
+            if not idle:
+                del self._idle[conn.key]
+        self._discard(conn)
 
     async def _open(
         self, key: Key, connect_by: float, head_by: float, head_timeout_s: float
@@ -223,24 +294,31 @@ class HttpPool:
     def _discard(self, conn: Connection) -> None:
         conn.close()
         self._conns.discard(conn)
+        self._idle_limit.remove(conn)
 
 
 class Connectors:
     def __init__(
-        self, limit: int = 0, resolver: AbstractResolver | None = None, idle_s: float = IDLE_S
+        self,
+        limit: int = 0,
+        resolver: AbstractResolver | None = None,
+        idle_s: float = IDLE_S,
+        max_idle: int | None = None,
     ) -> None:
         """``limit``: connections in use at once per reach, 0 for no limit;
         ``resolver`` replaces the system resolver (tests pass a stub);
-        ``idle_s``: how long an idle connection is kept."""
+        ``idle_s``: how long an idle connection is kept; ``max_idle``: idle
+        connections over all pools, None: what the descriptor limit leaves."""
         self.limit = limit
         self.resolver = resolver
         self.idle_s = idle_s
+        self.idle = IdleLimit(limit, max_idle)  # over all the pools
         self._by_reach: dict[bool, HttpPool] = {}
 
     def get(self, allow_private: bool) -> HttpPool:
         pool = self._by_reach.get(allow_private)
         if pool is None or pool.closed:
-            pool = HttpPool(self.limit, allow_private, self.resolver, self.idle_s)
+            pool = HttpPool(self.limit, allow_private, self.resolver, self.idle_s, self.idle)
             self._by_reach[allow_private] = pool
         return pool
 

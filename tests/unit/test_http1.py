@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import resource
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,13 @@ from pathlib import Path
 import pytest
 
 from trawler.config import CrawlConfig
-from trawler.connectors import MAX_IDLE_PER_HOST, Connectors
+from trawler.connectors import (
+    FD_RESERVE,
+    MAX_IDLE,
+    MAX_IDLE_PER_HOST,
+    Connectors,
+    process_idle_limit,
+)
 from trawler.fetch import Fetcher
 from trawler.http1 import Connection
 
@@ -194,6 +201,29 @@ async def test_idle_connections_per_host_bounded() -> None:
         await settle()
         assert log.connections == many
         assert len(log.closed_by_client) == many - MAX_IDLE_PER_HOST
+
+
+async def test_idle_connections_of_the_process_bounded_oldest_closed_first() -> None:
+    """Past the process's bound on idle connections (from its descriptor limit), the
+    connection idle the longest is closed, whichever host it is to."""
+    async with (
+        server(always(OK)) as (port_a, log_a),
+        server(always(OK)) as (port_b, log_b),
+        server(always(OK)) as (port_c, log_c),
+        fetcher(Connectors(max_idle=2)) as f,
+    ):
+        for port in (port_a, port_b, port_c):
+            assert (await f.fetch(f"http://127.0.0.1:{port}/1")).ok
+        await settle()
+        assert (log_a.closed_by_client, log_b.closed_by_client) == ([0], [])
+        for port in (port_b, port_c, port_a):
+            assert (await f.fetch(f"http://127.0.0.1:{port}/2")).ok
+    assert (log_a.connections, log_b.connections, log_c.connections) == (2, 1, 1)
+
+
+def test_idle_bound_leaves_descriptors_for_connections_in_use_and_files() -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert process_idle_limit(256) == max(0, min(MAX_IDLE, soft - 256 - FD_RESERVE))
 
 
 # --- bodies --------------------------------------------------------------------------
