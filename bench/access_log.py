@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -140,10 +141,31 @@ def peak_rate(done_times: list[float], window_s: float = 5.0) -> float:
     return best / window_s
 
 
+def gaps_by_position(requests: list[Request]) -> list[tuple[int, int, float, float]]:
+    """(position, hosts, mean gap s, median arrival s from the first) of each host's
+    n-th gap: where a crawl loses time against the bound (every gap = the delay)."""
+    by_host: dict[str, list[float]] = defaultdict(list)
+    for request in requests:
+        by_host[request.host].append(request.arrived_at)
+    start = min(r.arrived_at for r in requests)
+    gaps: dict[int, list[float]] = defaultdict(list)
+    at: dict[int, list[float]] = defaultdict(list)
+    for arrivals in by_host.values():
+        arrivals.sort()
+        for n, (before, after) in enumerate(zip(arrivals, arrivals[1:], strict=False), 1):
+            gaps[n].append(after - before)
+            at[n].append(after - start)
+    return [
+        (n, len(gaps[n]), statistics.fmean(gaps[n]), statistics.median(at[n]))
+        for n in sorted(gaps)
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", type=Path)
     parser.add_argument("--delay", type=float, default=1.0, help="configured --delay (s)")
+    parser.add_argument("--positions", action="store_true", help="mean gap by position")
     args = parser.parse_args(argv)
     requests = read_log(args.log)
     if not requests:
@@ -156,6 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{line.last_done - line.first_arrival:.1f} s; steady {steady:.0f} pages/s;"
         f" peak 5 s {peak_rate(line.page_done_times):.0f} pages/s"
     )
+    if args.positions:
+        print("position  hosts  mean gap s  at (median s)")
+        for n, hosts, mean_gap, median_at in gaps_by_position(requests):
+            print(f"{n:8d} {hosts:6d} {mean_gap:11.3f} {median_at:14.1f}")
 
 
 if __name__ == "__main__":
