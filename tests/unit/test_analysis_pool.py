@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import time
 
 import pytest
 
+from trawler import analysis
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
+from trawler.parserpipe import PIPE_BYTES
 from trawler.parsers import ParserProcesses
 from trawler.records import CrawlRequest, FetchResult
 
 pytestmark = pytest.mark.timeout(120)
 PAGES = 300
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Linux
 BIG_USER_AGENT = "Bot/1.0 " + "x" * 8_000_000  # an 8 MB config, as 1 M seeds made it bigger
 
 
@@ -127,3 +132,60 @@ async def test_the_processes_are_ready_for_the_job_before_its_first_page() -> No
     finally:
         pool.close()
         parsers.close()
+
+
+def sitemap(host: str, count: int) -> tuple[CrawlRequest, FetchResult]:
+    url = f"http://{host}/sitemap.xml"
+    entries = "".join(f"<url><loc>http://{host}/p/{i}.html</loc></url>" for i in range(count))
+    body = f'<?xml version="1.0"?><urlset xmlns="{SITEMAP_NS}">{entries}</urlset>'.encode()
+    result = FetchResult(url, url, 200, content_type="application/xml", body=body, raw_body=body)
+    request = CrawlRequest(url, 1, f"http://{host}/robots.txt", host, url_fingerprint(url),
+                           kind="sitemap")  # fmt: skip
+    return request, result
+
+
+async def test_small_sitemaps_are_read_in_a_parser_process_large_ones_on_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Small sitemaps go to the parser process (read on a thread of the crawl process,
+    2,000 of them held its GIL for seconds at the start); one past the bound is read on
+    a thread, where the crawl process's own code runs: made to fail here, it shows
+    which sitemap took which path."""
+    pool = AnalysisPool(CrawlConfig(), 1)
+    pool.start(["a.test"])
+    expected = analysis.analyse_sitemap(pool.analyser, *sitemap("a.test", 40))
+
+    def in_this_process(*_args: object) -> None:
+        raise RuntimeError("read in the crawl process")
+
+    monkeypatch.setattr(analysis, "analyse_sitemap", in_this_process)
+    try:
+        small = await pool.analyse_sitemap(*sitemap("a.test", 40))
+        assert small.listed == expected.listed == 40
+        assert [(r.url, r.fp, r.kind, r.depth) for r in small.requests] == [
+            (r.url, r.fp, r.kind, r.depth) for r in expected.requests
+        ]
+        assert (small.counters, small.rejected) == (expected.counters, expected.rejected)
+        large = sitemap("a.test", analysis.SITEMAP_IN_PROCESS_MAX_BYTES // 40)
+        assert len(large[1].body) > analysis.SITEMAP_IN_PROCESS_MAX_BYTES
+        with pytest.raises(RuntimeError, match="crawl process"):
+            await pool.analyse_sitemap(*large)
+    finally:
+        pool.close()
+
+
+def test_parser_pipes_hold_a_whole_batch() -> None:
+    """A batch (~300 KiB) fits the pipe: the parser no longer waits for the loop to
+    write it a 64 KiB piece at a time (bench/RESULTS.md, issue 14, session 28)."""
+    processes = ParserProcesses(1)
+
+    async def capacities() -> list[int]:
+        processes.start()
+        pipe = processes._pipes[0]
+        return [fcntl.fcntl(fd, F_GETPIPE_SZ) for fd in (pipe._writer.fileno(),
+                                                         pipe._reader.fileno())]  # fmt: skip
+
+    try:
+        assert asyncio.run(capacities()) == [PIPE_BYTES, PIPE_BYTES]
+    finally:
+        processes.close()
