@@ -16,9 +16,13 @@ from trawler.config import CrawlConfig
 from trawler.retry import HostHealth, RetryPolicy, extra_interval_s, not_before
 
 # Added to every interval. The client stamps a request when its headers leave; the
-# server stamps it when its loop reads them, a few ms later under load and not by
-# the same few ms each time (bench/RESULTS.md saw gaps 2 ms short without this).
-SPACING_MARGIN_S = 0.01
+# server stamps it when its loop reads them, later under load and not by the same
+# amount each time: a server reading a burst of requests one after the other reads
+# the last ones late, and the next request of such a host looks early. At 10 ms,
+# nginx's log of the 2,000-host benchmark at ~1,850 pages/s showed 165 gaps of
+# 0.989-0.999 s (bursts of ~170 requests in 10 ms; 8 with two nginx workers); at
+# 25 ms none, at the same throughput (bench/RESULTS.md, issue 14, session 28).
+SPACING_MARGIN_S = 0.025
 
 Released = Callable[[str], None]
 
