@@ -216,7 +216,8 @@ class RedisFrontier:
             if self.gate is not None and not self.gate.up:
                 await self._wait_wake(opts.max_wait_s)
                 continue
-            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args()]
+            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args(),
+                                     int(self.revisits_continuous)]  # fmt: skip
             try:
                 reply = await self._run("NEXT", args)
             except OutageAbandoned:

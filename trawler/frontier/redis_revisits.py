@@ -55,8 +55,13 @@ REVISIT_SALT = 0x5245_5649_5349_5421  # "REVISIT!"
 # host's new URLs and its revisits.
 TAKE_LIB = """
 -- The entry this turn of the host goes to: payload, depth, is a revisit; nil if none.
-local function take(host)
+-- ``revisits``: the job revisits pages (else no command is spent on its lanes).
+local function take(host, revisits)
   local rkey, turns = jp .. 'r:' .. host, jp .. 'rturn'
+  if not revisits or redis.call('EXISTS', rkey) == 0 then
+    local payload, depth = pop(host)
+    return payload, depth, false
+  end
   local revisit_last = redis.call('SISMEMBER', turns, host) == 1
   if not revisit_last then
     local payload = redis.call('LPOP', rkey)
@@ -70,10 +75,7 @@ local function take(host)
     redis.call('SREM', turns, host)
     return payload, depth, false
   end
-  payload = redis.call('LPOP', rkey)
-  if payload then return payload, '0', true end
-  redis.call('SREM', turns, host)
-  return nil
+  return redis.call('LPOP', rkey), '0', true  -- revisits only: every turn theirs
 end
 """
 

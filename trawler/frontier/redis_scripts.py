@@ -183,7 +183,8 @@ local function reclaim(now, limit)
 end
 """
 
-# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms
+# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms,
+# revisits (1: the job's revisit lanes are read too)
 # -> {0} done | {1, wait_ms} (-1: nothing ready)
 # | {2, payload, host, depth, next, crawl_delay, health...}
 NEXT = (
@@ -219,7 +220,7 @@ for _ = 1, 16 do
     redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
   else
     redis.call('ZREM', jp .. 'ready', host)
-    local payload, depth, revisit = take(host)
+    local payload, depth, revisit = take(host, ARGV[10] == '1')
     if payload then
       if not revisit then redis.call('DECR', jp .. 'queued') end
       local expires = n2s(now + lease_ms)
