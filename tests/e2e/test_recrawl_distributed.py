@@ -29,6 +29,7 @@ pytestmark = pytest.mark.timeout(180)
 
 REVISIT_MIN_S, REVISIT_MAX_S = 0.5, 3.0
 WORKERS = 2
+PAGES = {"/", "/plain"} | {f"/{kind}-{i}" for kind in ("fast", "never") for i in range(3)}
 
 
 @dataclass
@@ -200,3 +201,48 @@ def _check_reads(cluster: Cluster, site: Site) -> None:
     out = run_trawler("export", *source)
     latest = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["version"] for r in latest if r["url"] == url] == [numbers[-1]]
+
+
+def test_a_worker_killed_during_revisits_loses_nothing(
+    tmp_path: Path, redis_url: str, postgres_server: PostgresServer
+) -> None:
+    """kill -9 of one of two workers while pages are revisited: its leases and claims
+    expire, the other worker (the feeder after it, if it was) revisits every page again,
+    none twice for one due time; versions stay numbered 1..n each differing from the
+    one before, and every WARC file, the killed worker's repaired, reads back whole."""
+    site = start_site(tmp_path)
+    cluster = _submit(tmp_path, site, redis_url, postgres_server, 0.05)
+    try:
+        victim = cluster.start_worker("w0", lease_timeout_s=2.0)
+        cluster.start_worker("w1", lease_timeout_s=2.0)
+        assert _until(lambda: sum(r["status"] == 304 for r in site.log()) >= 6, 60)
+        victim.kill()
+        victim.wait(10)
+        killed_at = time.time()
+        _until(lambda: set(_pages([r for r in site.log() if r["t"] > killed_at + 4])) >= PAGES,
+               40)  # fmt: skip
+        err = cluster.stop()
+        log = site.log()
+    finally:
+        cluster.stop()
+        site.process.terminate()
+        site.process.wait(10)
+    assert set(_pages([r for r in log if r["t"] > killed_at + 4])) >= PAGES, (err, log)
+    for path, arrivals in _pages(log).items():
+        apart = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+        assert min(apart) >= REVISIT_MIN_S - CLOCK_SLACK_S, (path, arrivals)
+    states = cluster.rows("SELECT count(*) FROM revisit_state WHERE job_id = %(job)s")
+    assert states == [(len(PAGES),)]
+    versions: dict[str, list[tuple[int, str]]] = {}
+    for url, number, sha in cluster.rows(
+        "SELECT url, version, content_sha256 FROM page_versions WHERE job_id = %(job)s"
+        " ORDER BY url, version"
+    ):  # fmt: skip
+        versions.setdefault(url, []).append((number, sha))
+    for url, rows in versions.items():
+        assert [n for n, _ in rows] == list(range(1, len(rows) + 1)), url
+        assert all(a[1] != b[1] for a, b in zip(rows, rows[1:], strict=False)), url
+    for path in cluster.warc.glob("*.warc.gz"):
+        with path.open("rb") as f:
+            assert sum(1 for _ in ArchiveIterator(f, check_digests=True)) > 0, path
+    assert not list(cluster.warc.glob("*.open")), list(cluster.warc.iterdir())
