@@ -73,17 +73,40 @@ class Cluster:
             return conn.execute(sql, {"job": self.job}).fetchall()
 
 
-def _submit(tmp: Path, site: Site, redis_url: str, postgres: PostgresServer,
-            delay_s: float) -> Cluster:  # fmt: skip
+WINDOW_OPTIONS = ("--revisit-min", str(REVISIT_MIN_S), "--revisit-max", str(REVISIT_MAX_S))
+
+
+def _submit(tmp: Path, site: Site, redis_url: str, postgres: PostgresServer, delay_s: float,
+            *window: str) -> Cluster:  # fmt: skip
+    """``window``: --revisit-min and --revisit-max [WINDOW_OPTIONS]."""
     database = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
     out = run_trawler(
         "submit", site.seed, "--redis", redis_url, "--postgres", database, "--allow-private",
-        "--no-sitemaps", "--delay", str(delay_s), "--recrawl",
-        "--revisit-min", str(REVISIT_MIN_S), "--revisit-max", str(REVISIT_MAX_S),
+        "--no-sitemaps", "--delay", str(delay_s), "--recrawl", *(window or WINDOW_OPTIONS),
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     job = out.stdout.strip().splitlines()[-1]
     return Cluster(redis_url, database, job, tmp / "warc", [])
+
+
+def start_workers(
+    request: pytest.FixtureRequest, site: Site, tmp: Path, delay_s: float, *window: str
+) -> Callable[[], tuple[int, str]]:
+    """A continuous job on the session's Redis and a database of its own, and two workers
+    crawling it; returns what stops them: (their exit status if the same, else -1;
+    their stderr). For test_recrawl_frontier.py's tests run on both backends."""
+    redis_url = request.getfixturevalue("redis_url")
+    cluster = _submit(tmp, site, redis_url, request.getfixturevalue("postgres_server"),
+                      delay_s, *window)  # fmt: skip
+    for i in range(WORKERS):
+        cluster.start_worker(f"w{i}")
+
+    def stop() -> tuple[int, str]:
+        err = cluster.stop()
+        codes = {worker.returncode for worker in cluster.workers}
+        return (codes.pop() if len(codes) == 1 else -1), err
+
+    return stop
 
 
 def _until(check: Callable[[], bool], timeout_s: float) -> bool:
