@@ -10,6 +10,10 @@ not by a distributed transaction (docs/architecture.md):
 3. one Redis script adds the discovered URLs to the seen set and the host
    queues, and acknowledges the leases of the batch's URLs.
 
+A continuous job's revisits (dist_revisits.py) ride the same three steps: their
+WARC records in 1, their visits, versions and state in 2's transaction, their
+leases ended after 3.
+
 A worker killed between 2 and 3 leaves its leases to expire: the URLs are
 fetched again by some worker and their pages are not stored twice. A kill
 between 1 and 2 leaves WARC records no row points to, which is harmless.
