@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import psycopg
 
+from trawler.records import FetchResult
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_store import _version_values, next_state, rate_from_history
-from trawler.recrawl_visit import CHANGED, RevisitOutcome
+from trawler.recrawl_visit import CHANGED, Judgement, RevisitOutcome
 from trawler.store.versions import STATE_COLUMNS, VERSION_COLUMNS, RevisitState
 
 _STATE = ", ".join(STATE_COLUMNS)
@@ -121,12 +122,7 @@ async def record(
             " WHERE job_id = %s AND url = %s", (outcome.defer_to, job_id, state.url),
         )  # fmt: skip
         return True
-    await cur.execute(
-        "INSERT INTO visits (job_id, url, visited_at, status, verdict, distance, body_bytes,"
-        " warc_file, warc_offset) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (job_id, state.url, result.started_at, result.status, judgement.verdict,
-         judgement.distance, len(result.raw_body), *outcome.warc_place),
-    )  # fmt: skip
+    await _add_visit(cur, job_id, outcome, result, judgement)
     new = next_state(state, result, judgement, window, await _rate(cur, job_id, state))
     if judgement.verdict == CHANGED or new.version != state.version:
         values = _version_values(new, result, judgement, outcome.warc_place)
@@ -137,6 +133,16 @@ async def record(
         )
     await _put_state(cur, job_id, new)
     return True
+
+
+async def _add_visit(cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutcome,
+                     result: FetchResult, judgement: Judgement) -> None:  # fmt: skip
+    await cur.execute(
+        "INSERT INTO visits (job_id, url, visited_at, status, verdict, distance, body_bytes,"
+        " warc_file, warc_offset) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (job_id, outcome.state.url, result.started_at, result.status, judgement.verdict,
+         judgement.distance, len(result.raw_body), *outcome.warc_place),
+    )  # fmt: skip
 
 
 async def _rate(cur: psycopg.AsyncCursor, job_id: str, state: RevisitState) -> float:
