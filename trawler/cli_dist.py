@@ -8,6 +8,7 @@ same in both and is declared once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -159,15 +160,18 @@ async def export_job(
     store = await _connect_store(postgres)
     try:
         await store.get_job(job_id)  # KeyError for an unknown job
-        rows = store.iter_pages(job_id, include_noindex, kinds=kinds)
-        async with store.pool.connection() as conn:
+        # Generators closed at once, even when the reader of stdout is gone: their
+        # transactions end before the pool closes.
+        pages = contextlib.aclosing(store.iter_pages(job_id, include_noindex, kinds=kinds))
+        async with pages as rows, store.pool.connection() as conn:
             columns: tuple[str, ...] = EXPORT_COLUMNS
             if await pg_versions.has_versions(conn, job_id):
                 rows = pg_versions.versioned_rows(conn, job_id, rows, versions)
                 columns = (*EXPORT_COLUMNS, "version")
             writer = RowWriter(out, fmt, columns)
-            async for row in rows:
-                writer.write(row)
+            async with contextlib.aclosing(rows):
+                async for row in rows:
+                    writer.write(row)
         return writer.count
     finally:
         await store.close()
