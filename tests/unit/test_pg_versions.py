@@ -120,3 +120,17 @@ async def test_a_version_7_database_gains_the_revisit_tables(fresh_postgres_url:
 
         await store.store_batch("old", also=also)
         assert await claim(store, "old", now=6.0) == ["http://a.test/"]
+
+
+async def test_a_validator_postgresql_cannot_hold_is_stored_cleaned(store: PostgresStore) -> None:
+    """A server's ETag with an undecodable byte (surrogate-escaped in memory) and a NUL:
+    the batch commits (it would fail whole otherwise), the bytes become U+FFFD."""
+    job = await store.create_job(CONFIG)
+
+    async def also(cur: psycopg.AsyncCursor) -> None:
+        await pv.seed(cur, job, [pv.SeedRow(URLS[0], '"a\udcff\x00"', None, 5.0, 0.1)])
+
+    await store.store_batch(job, [page(URLS[0], fetched_at=1.0)], also=also)
+    async with store.pool.connection() as conn:
+        versions = [v async for v in pv.versions_of(conn, job, URLS[0], latest_only=True)]
+    assert [v["etag"] for v in versions] == ['"a\ufffd\ufffd"']

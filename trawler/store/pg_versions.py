@@ -24,6 +24,7 @@ from trawler.records import FetchResult
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_store import _version_values, next_state, rate_from_history
 from trawler.recrawl_visit import CHANGED, Judgement, RevisitOutcome
+from trawler.safetext import safe_text
 from trawler.store.versions import STATE_COLUMNS, VERSION_COLUMNS, RevisitState
 
 _STATE = ", ".join(STATE_COLUMNS)
@@ -63,8 +64,8 @@ async def seed(cur: psycopg.AsyncCursor, job_id: str, rows: Sequence[SeedRow]) -
     """Version 1 and the revisit state of pages just stored (in the batch's transaction)."""
     if not rows:
         return
-    versions = [(r.etag, r.last_modified, job_id, r.url) for r in rows]
-    states = [(r.etag, r.last_modified, r.next_visit_at, r.rate_per_s, job_id, r.url)
+    versions = [_storable(r.etag, r.last_modified, job_id, r.url) for r in rows]
+    states = [_storable(r.etag, r.last_modified, r.next_visit_at, r.rate_per_s, job_id, r.url)
               for r in rows]  # fmt: skip
     await cur.executemany(_SEED_VERSION, versions)
     await cur.executemany(_SEED_STATE, states)
@@ -129,7 +130,7 @@ async def record(
         await cur.execute(
             f"INSERT INTO page_versions (job_id, {', '.join(VERSION_COLUMNS)})"
             f" VALUES (%s, {', '.join(['%s'] * len(VERSION_COLUMNS))}) ON CONFLICT DO NOTHING",
-            (job_id, *(values.get(name) for name in VERSION_COLUMNS)),
+            _storable(job_id, *(values.get(name) for name in VERSION_COLUMNS)),
         )
     await _put_state(cur, job_id, new)
     return True
@@ -165,8 +166,14 @@ async def _put_state(cur: psycopg.AsyncCursor, job_id: str, state: RevisitState)
     await cur.execute(
         f"UPDATE revisit_state SET {', '.join(f'{name} = %s' for name in columns)},"
         " claimed_until = NULL WHERE job_id = %s AND url = %s",
-        (*(getattr(state, name) for name in columns), job_id, state.url),
+        _storable(*(getattr(state, name) for name in columns), job_id, state.url),
     )
+
+
+def _storable(*values: object) -> tuple[object, ...]:
+    """Text PostgreSQL takes: a header's undecodable bytes and NUL (a server's ETag may
+    have them) become U+FFFD, as in the page rows (store/postgres.py)."""
+    return tuple(safe_text(v) if isinstance(v, str) else v for v in values)
 
 
 async def versions_of(
