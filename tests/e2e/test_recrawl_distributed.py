@@ -185,13 +185,14 @@ def test_two_workers_revisit_a_continuous_job(
 
 def _check_store(cluster: Cluster, site: Site, log: list[dict]) -> None:
     """Every request but the crawl's is one visit row; /fast-* pages have new versions,
-    /never-* none; no two visits of a page share a due time."""
+    /never-* none."""
     visits = dict(cluster.rows("SELECT url, count(*) FROM visits WHERE job_id = %(job)s"
                                " GROUP BY url"))  # fmt: skip
-    asked = {path: len(t) for path, t in _pages(log).items()}
-    for path, count in asked.items():
-        # The last request may be in flight at the stop: not committed, no row.
-        assert count - 2 <= visits.get(site.seed.rstrip("/") + path, 0) <= count - 1, path
+    asked = {site.seed.rstrip("/") + path: len(t) for path, t in _pages(log).items()}
+    # The crawl's request and one visit each for the others (a SIGTERM lets requests in
+    # flight end and commits them): a page fetched twice for one due time is recorded
+    # once (its due-time check), so it would show here wherever it came in the log.
+    assert visits == {url: count - 1 for url, count in asked.items()}
     versions = dict(cluster.rows("SELECT url, max(version) FROM page_versions"
                                  " WHERE job_id = %(job)s GROUP BY url"))  # fmt: skip
     assert all(versions[f"{site.seed}fast-{i}"] >= 2 for i in range(3)), versions
