@@ -158,3 +158,20 @@ async def test_a_revisit_handed_back_is_first_in_its_lane(make: Make) -> None:
     await frontier.finish_host(first.host)
     assert (await take(frontier)).url == "http://a.test/1"
     assert (await frontier.stats())[0] == 0  # revisits are not counted as queued URLs
+
+
+async def test_a_stalled_workers_commit_takes_back_the_copy_fed_again(make: Make) -> None:
+    """A worker stalls past its lease: the page is fed again (still due in PostgreSQL
+    then) while the worker goes on to commit its visit. Its acknowledgement takes the
+    queued copy out, else the page would be visited twice for one due time."""
+    stalled = await make("stalled", lease_timeout_s=1.0, auto_renew=False)
+    other = await make("other", lease_timeout_s=1.0)
+    page = revisit("http://a.test/p")
+    await feed(stalled, [page])
+    leased = await take(stalled)
+    await asyncio.sleep(1.2)
+    assert await nothing_ready(other, 0.3)  # its NEXT found the lease expired
+    await asyncio.sleep(1.0)  # the stalled worker's feeder turn is over
+    assert await feed(other, [revisit("http://a.test/p")]) == []
+    await stalled.revisits.done([leased])  # its visit was committed after all
+    assert await nothing_ready(other)

@@ -26,7 +26,8 @@ the poll read, so ``RADD`` skips it; ``RADD`` of an older poll than the latest i
 refused whole. A revisit whose lease expires (its worker died) is dropped, not
 queued again: its page is still due in PostgreSQL unless its visit was committed,
 and is fed again once its claim expires. Queued again here, a visit committed just
-before the worker died would be made twice.
+before the worker died would be made twice. A worker that only stalled past its lease
+and then commits takes back the copy fed meanwhile (``RDONE``: the entry is the same).
 
 An entry is ``\\x01`` + JSON [state fields..., depth] + an 8-byte key: the page's
 URL fingerprint XOR ``REVISIT_SALT``, so that a revisit's lease never shares its
@@ -114,16 +115,21 @@ end
 return added
 """
 
-# ARGV: jp, hp, job, worker, keys... : their visits are committed in PostgreSQL.
+# ARGV: jp, hp, job, worker, then (key, host, payload) each: their visits are committed
+# in PostgreSQL.
 RDONE_BODY = """
 local worker = ARGV[4]
 local poll = redis.call('GET', jp .. 'rpoll') or '0'
-for i = 5, #ARGV do
-  local key = ARGV[i]
+for i = 5, #ARGV, 3 do
+  local key, host, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local v = redis.call('HGET', jp .. 'lease', key)
   if v and string.sub(v, 1, #worker + 1) == worker .. ' ' then
     redis.call('HDEL', jp .. 'lease', key)
     redis.call('ZREM', jp .. 'lease_exp', key)
+    redis.call('HDEL', jp .. 'rpending', key)
+  elseif redis.call('LREM', jp .. 'r:' .. host, 1, payload) > 0 then
+    -- our lease had expired (a stalled worker) and the page was fed again, with the
+    -- same state: that copy would visit it twice for one due time
     redis.call('HDEL', jp .. 'rpending', key)
   end
   redis.call('HSET', jp .. 'racked', key, poll)
@@ -190,8 +196,10 @@ class RedisRevisits:
         """Their visits are committed in PostgreSQL: end their leases and lanes."""
         f = self.frontier
         for chunk in chunks(requests):
-            keys = [revisit_key(r.url) for r in chunk]
-            args: list[Any] = [f._jp, f._hp, f.options.job_id, f.worker_id, *keys]
+            args: list[Any] = [f._jp, f._hp, f.options.job_id, f.worker_id]
+            for r in chunk:
+                payload = f._inflight.get(r.fp) or encode_revisit(r)
+                args += [revisit_key(r.url), r.host, payload]
             await f._call(lambda args=args: self._done(args=args))  # type: ignore[misc]
             for r in chunk:
                 f._inflight.pop(r.fp, None)
