@@ -14,7 +14,8 @@ page's, at the page's depth + 1 (the target at the page's depth).
 Feeding: continuous mode reads the due rows every ``POLL_S``; one pass
 (``trawler recrawl``) reads every row once, in table order. Either way at most
 ``MAX_PENDING`` revisits are queued or leased at once, so memory does not grow with
-the pages stored.
+the pages stored. The distributed backend feeds Redis's lanes its own way
+(``feed_revisits``: store/dist_revisits.py).
 """
 
 from __future__ import annotations
