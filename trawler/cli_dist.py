@@ -8,6 +8,7 @@ same in both and is declared once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -148,20 +149,59 @@ def _connected(fail: Any, coroutine: Any) -> Any:
 
 
 async def export_job(
-    postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool, kinds: frozenset[str]
-) -> int:
+    postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool, kinds: frozenset[str],
+    versions: str = "latest",
+) -> int:  # fmt: skip
+    """``versions``: a revisited page's latest version, or all (as export_versions.py)."""
     from trawler.export import RowWriter
-    from trawler.store.postgres import PostgresStore
+    from trawler.store import pg_versions
+    from trawler.store.sqlite_export import EXPORT_COLUMNS
 
-    store = await PostgresStore.connect(postgres)
+    store = await _connect_store(postgres)
     try:
         await store.get_job(job_id)  # KeyError for an unknown job
-        writer = RowWriter(out, fmt)
-        async for row in store.iter_pages(job_id, include_noindex, kinds=kinds):
-            writer.write(row)
+        # Generators closed at once, even when the reader of stdout is gone: their
+        # transactions end before the pool closes.
+        pages = contextlib.aclosing(store.iter_pages(job_id, include_noindex, kinds=kinds))
+        async with pages as rows, store.pool.connection() as conn:
+            columns: tuple[str, ...] = EXPORT_COLUMNS
+            if await pg_versions.has_versions(conn, job_id):
+                rows = pg_versions.versioned_rows(conn, job_id, rows, versions)
+                columns = (*EXPORT_COLUMNS, "version")
+            writer = RowWriter(out, fmt, columns)
+            async with contextlib.aclosing(rows):
+                async for row in rows:
+                    writer.write(row)
         return writer.count
     finally:
         await store.close()
+
+
+async def job_versions(
+    postgres: str, job_id: str, url: str | None, latest_only: bool, out: Any, text: bool
+) -> int:
+    """`trawler versions --postgres`: version rows as JSON lines; returns how many."""
+    from trawler.store import pg_versions
+
+    store = await _connect_store(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        count = 0
+        async with store.pool.connection() as conn:
+            async for row in pg_versions.versions_of(conn, job_id, url, latest_only):
+                if not text:
+                    row.pop("text")
+                out.write(json.dumps(row) + "\n")
+                count += 1
+        return count
+    finally:
+        await store.close()
+
+
+async def _connect_store(postgres: str) -> Any:
+    from trawler.store.postgres import PostgresStore
+
+    return await PostgresStore.connect(postgres)
 
 
 async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dict:

@@ -51,7 +51,7 @@ def export(
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
-    versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl): its latest version, or all (a row each).")] = "latest",
+    versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
     from trawler.cli_dist import export_job
@@ -62,8 +62,6 @@ def export(
         fail("--postgres needs --job")
     if versions not in ("latest", "all"):
         fail(f"--versions must be latest or all, not {versions!r}")
-    if postgres is not None and versions == "all":
-        fail("--versions all: only embedded jobs keep page versions (trawler recrawl)")
     try:
         kinds = parse_kinds(kind)
     except ValueError as exc:
@@ -75,7 +73,8 @@ def export(
                 count = write_export(conn, out, format.value, include_noindex, kinds, versions)
             else:
                 assert postgres is not None and job is not None
-                export = export_job(postgres, job, out, format.value, include_noindex, kinds)
+                export = export_job(postgres, job, out, format.value, include_noindex, kinds,
+                                    versions)  # fmt: skip
                 count = run_connected(export)
     except KeyError:
         fail(f"no job {job!r} in the database")

@@ -13,7 +13,14 @@ from typing import Annotated
 
 import typer
 
-from trawler.cli_common import DEFAULT_DATA, EXIT_FAILED, EXIT_SIGNAL_BASE, DataOpt, fail
+from trawler.cli_common import (
+    DEFAULT_DATA,
+    EXIT_FAILED,
+    EXIT_SIGNAL_BASE,
+    DataOpt,
+    check_postgres_url,
+    fail,
+)
 from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S, RevisitWindow
 
 RevisitMinOpt = Annotated[
@@ -128,6 +135,7 @@ def versions(
     job: Annotated[str | None, typer.Option("--job", help="The job [the newest job in DATA].")] = None,
     which: Annotated[str, typer.Option("--versions", help="latest, or all.")] = "all",
     text: Annotated[bool, typer.Option("--text/--no-text", help="Include each version's text.")] = False,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="A distributed job's versions, from PostgreSQL (needs --job).")] = None,
 ) -> None:  # fmt: skip
     """Page versions as JSON lines: a URL's (all, oldest first, by default) or, without
     URL, every revisited page's (--versions latest: the current one; all: history)."""
@@ -137,6 +145,9 @@ def versions(
 
     if which not in ("latest", "all"):
         fail(f"--versions must be latest or all, not {which!r}")
+    if postgres is not None:
+        _pg_versions(postgres, job, url, which == "latest", text)
+        return
     conn = open_crawl_data(data, job)
     try:
         if not has_table(conn, "page_versions"):
@@ -153,3 +164,18 @@ def versions(
         conn.close()
     if url is not None and count == 0:
         fail(f"no versions of {url} in {data} (not stored, or not revisited yet)", EXIT_FAILED)
+
+
+def _pg_versions(postgres: str, job: str | None, url: str | None, latest: bool,
+                 text: bool) -> None:  # fmt: skip
+    from trawler.cli_common import run_connected
+    from trawler.cli_dist import job_versions
+
+    if job is None:
+        fail("--postgres needs --job")
+    try:
+        count = run_connected(job_versions(postgres, job, url, latest, sys.stdout, text))
+    except KeyError:
+        fail(f"no job {job!r} in the database")
+    if url is not None and count == 0:
+        fail(f"no versions of {url} in job {job} (not stored, or not revisited yet)", EXIT_FAILED)

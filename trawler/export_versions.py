@@ -17,7 +17,7 @@ from trawler.store.sqlite import has_table
 
 VERSIONS = ("latest", "all")
 # Export columns a revisit's fetch decides: the newer version's value wins.
-_FETCH_COLUMNS = (
+FETCH_COLUMNS = (
     "final_url", "status", "content_type", "content_length", "title", "content_sha256",
     "fetched_at", "simhash", "warc_file", "warc_offset",
 )  # fmt: skip
@@ -33,7 +33,7 @@ def has_versions(conn: sqlite3.Connection) -> bool:
 
 def versioned_rows(conn: sqlite3.Connection, rows: Iterator[dict], which: str) -> Iterator[dict]:
     """The export's rows with a ``version`` each (None for robots.txt fetches)."""
-    columns = ", ".join(("version", *_FETCH_COLUMNS))
+    columns = ", ".join(("version", *FETCH_COLUMNS))
     latest_sql = f"SELECT {columns} FROM page_versions WHERE url = ? AND version > 1"
     latest_sql += " ORDER BY version DESC LIMIT 1"
     all_sql = f"SELECT {columns} FROM page_versions WHERE url = ? AND version > 1 ORDER BY version"
@@ -46,4 +46,4 @@ def versioned_rows(conn: sqlite3.Connection, rows: Iterator[dict], which: str) -
         if which == "all" or not newer:
             yield {**row, "version": 1}
         for version in newer:
-            yield {**row, **dict(zip(("version", *_FETCH_COLUMNS), version, strict=True))}
+            yield {**row, **dict(zip(("version", *FETCH_COLUMNS), version, strict=True))}

@@ -14,7 +14,8 @@ page's, at the page's depth + 1 (the target at the page's depth).
 Feeding: continuous mode reads the due rows every ``POLL_S``; one pass
 (``trawler recrawl``) reads every row once, in table order. Either way at most
 ``MAX_PENDING`` revisits are queued or leased at once, so memory does not grow with
-the pages stored.
+the pages stored. The distributed backend feeds Redis's lanes its own way
+(``feed_revisits``: store/dist_revisits.py).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class RecrawlTotals:
 
 def continuous_options(config: CrawlConfig, backend: object) -> RevisitOptions | None:
     """A continuous job's revisits (its stored ``recrawl`` and window), new URLs crawled
-    beside them; None for other jobs and for backends without versions (distributed)."""
+    beside them; None for other jobs and for backends without versions."""
     if not config.recrawl or not hasattr(backend, "open_revisits"):
         return None
     window = RevisitWindow(config.revisit_min_s, config.revisit_max_s)
@@ -95,8 +96,13 @@ class RevisitFlow:
             await asyncio.gather(self._feeder, return_exceptions=True)
 
     async def _feed(self, frontier: Revisitable) -> None:
+        # The distributed backend feeds Redis's lanes itself (store/dist_revisits.py):
+        # its due pages are claimed in PostgreSQL by one worker for all of them.
+        feed_revisits = getattr(self.backend, "feed_revisits", None)
         try:
-            if self.options.continuous:
+            if feed_revisits is not None:
+                await feed_revisits(frontier)
+            elif self.options.continuous:
                 await self._feed_due(frontier)
             else:
                 await self._feed_pass(frontier)

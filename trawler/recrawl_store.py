@@ -159,50 +159,70 @@ class RecrawlStore:
     def _archive(
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement
     ) -> WarcLocation | None:
-        if judgement.verdict not in (NOT_MODIFIED, UNCHANGED):
-            return self.warc.write(result)  # a new version, or the answer as it came
-        profile = PROFILE_NOT_MODIFIED if judgement.verdict == NOT_MODIFIED else PROFILE_IDENTICAL
-        refers = RefersTo(state.final_url, state.version_at)
-        return self.warc.write_revisit(result, profile, refers)
+        return archive_visit(self.warc, state, result, judgement)
 
     def _next_state(
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement,
         window: RevisitWindow,
     ) -> v.RevisitState:  # fmt: skip
-        """The state after this visit (recorded already): rate from the whole history.
-        A gone page (404, 410) gets a version of its own, marked gone, once; it is asked
-        again at --revisit-max: a page may come back (a 404 is often a slip), and one
-        request per host per --revisit-max is what finding that costs."""
-        rate = _estimated_rate(self.conn, state)
-        new = v.RevisitState(*(getattr(state, name) for name in v.STATE_COLUMNS))
-        new.last_visit_at, new.rate_per_s = result.started_at, rate
-        new.next_visit_at = result.started_at + window.interval_s(rate)
-        verdict = judgement.verdict
-        if verdict == GONE:
-            new.next_visit_at = result.started_at + window.max_s
-            if state.content_sha256 is not None:  # gone now: the tombstone version
-                new.version, new.version_at = state.version + 1, result.started_at
-                new.content_sha256 = new.simhash = new.etag = new.last_modified = None
-            return new
-        if verdict in NO_EVIDENCE:  # failed, redirected: validators and version stay
-            if result.retry_after_s is not None:  # RFC 9110 §10.2.3: not before then
-                new.next_visit_at = max(new.next_visit_at, result.started_at + result.retry_after_s)
-            return new
-        new.etag, new.last_modified = judgement.etag, judgement.last_modified
-        if verdict == CHANGED:
+        return next_state(state, result, judgement, window, _estimated_rate(self.conn, state))
+
+
+def archive_visit(
+    warc: RevisitWarcWriter, state: v.RevisitState, result: FetchResult, judgement: Judgement
+) -> WarcLocation | None:
+    """A visit's WARC records: a revisit record when nothing changed, else the answer."""
+    if judgement.verdict not in (NOT_MODIFIED, UNCHANGED):
+        return warc.write(result)  # a new version, or the answer as it came
+    profile = PROFILE_NOT_MODIFIED if judgement.verdict == NOT_MODIFIED else PROFILE_IDENTICAL
+    refers = RefersTo(state.final_url, state.version_at)
+    return warc.write_revisit(result, profile, refers)
+
+
+def next_state(
+    state: v.RevisitState, result: FetchResult, judgement: Judgement, window: RevisitWindow,
+    rate: float,
+) -> v.RevisitState:  # fmt: skip
+    """The state after this visit (recorded already), ``rate`` estimated from the whole
+    history (both backends: recrawl_store.py, store/pg_versions.py).
+    A gone page (404, 410) gets a version of its own, marked gone, once; it is asked
+    again at --revisit-max: a page may come back (a 404 is often a slip), and one
+    request per host per --revisit-max is what finding that costs."""
+    new = v.RevisitState(*(getattr(state, name) for name in v.STATE_COLUMNS))
+    new.last_visit_at, new.rate_per_s = result.started_at, rate
+    new.next_visit_at = result.started_at + window.interval_s(rate)
+    verdict = judgement.verdict
+    if verdict == GONE:
+        new.next_visit_at = result.started_at + window.max_s
+        if state.content_sha256 is not None:  # gone now: the tombstone version
             new.version, new.version_at = state.version + 1, result.started_at
-            new.final_url, new.content_sha256 = result.final_url, judgement.content_sha256
-            new.simhash = judgement.simhash
+            new.content_sha256 = new.simhash = new.etag = new.last_modified = None
         return new
+    if verdict in NO_EVIDENCE:  # failed, redirected: validators and version stay
+        if result.retry_after_s is not None:  # RFC 9110 §10.2.3: not before then
+            new.next_visit_at = max(new.next_visit_at, result.started_at + result.retry_after_s)
+        return new
+    new.etag, new.last_modified = judgement.etag, judgement.last_modified
+    if verdict == CHANGED:
+        new.version, new.version_at = state.version + 1, result.started_at
+        new.final_url, new.content_sha256 = result.final_url, judgement.content_sha256
+        new.simhash = judgement.simhash
+    return new
 
 
 def _estimated_rate(conn: sqlite3.Connection, state: v.RevisitState) -> float:
-    """Intervals between successful visits, the crawl's fetch being the first visit;
-    a failed (gone, redirected) visit tells nothing, so its interval runs on to the
-    next good one."""
-    since = _first_visit_at(conn, state.url)
+    history = v.visit_history(conn, state.url)
+    return rate_from_history(state, _first_visit_at(conn, state.url), history)
+
+
+def rate_from_history(
+    state: v.RevisitState, since: float, history: list[tuple[float, str]]
+) -> float:
+    """Intervals between successful visits, the crawl's fetch (at ``since``) being the
+    first visit; a failed (gone, redirected) visit tells nothing, so its interval runs
+    on to the next good one."""
     intervals = []
-    for visited_at, verdict in v.visit_history(conn, state.url):
+    for visited_at, verdict in history:
         if verdict in NO_EVIDENCE:
             continue
         intervals.append(Interval(visited_at - since, verdict == CHANGED))

@@ -134,19 +134,25 @@ async def job_frontier_stats(redis_url: str, job_id: str) -> dict[str, int]:
 async def _pick_job(
     store: PostgresStore, redis_url: str, health: ServiceHealth
 ) -> tuple[str, CrawlConfig] | None:
-    """A job with URLs queued or in flight (oldest first); jobs with neither are finished.
+    """A job with URLs queued or in flight (oldest first), else a continuous one
+    (--recrawl: its pages come due again); other jobs with neither are finished.
 
     URLs in flight at other workers may still add work, so a worker joins such
     a job and waits in the frontier rather than leaving as idle. Paused and
     ended jobs are not picked.
     """
     jobs = PostgresJobStore(store)
+    continuous: tuple[str, CrawlConfig] | None = None
     for job in reversed(await store.list_jobs(ACTIVE_STATES)):  # finished ones not read
         queued, leased = await job_work(redis_url, job.id, health)
         if queued or leased:
             return job.id, (await store.get_job(job.id))[0]
+        config = (await store.get_job(job.id))[0]
+        if config.recrawl:  # runs until stopped (pages come due), after jobs with URLs
+            continuous = continuous or (job.id, config)
+            continue
         await _end_state(jobs, job.id, JobState.FINISHED, "complete")
-    return None
+    return continuous
 
 
 async def _services_under_controls(config: CrawlConfig, store: ControlStore) -> Services:

@@ -118,11 +118,19 @@ def test_stats_of_a_data_dir_with_no_job_prints(tmp_path: Path) -> None:
         ["stats", "--redis", "notaurl", "--postgres", "postgresql://127.0.0.1:9/x"],
         ["submit", "http://a/", "--redis", "redis://127.0.0.1:9/0", "--postgres", "not a url"],
         ["export", "--postgres", "notaurl", "--job", "x"],
+        ["versions", "--postgres", "notaurl", "--job", "x"],
     ],
 )
 def test_malformed_server_urls_are_bad_options(args: list[str]) -> None:
     line = assert_one_line_error(run_trawler(*args, timeout=30), 2)
     assert "--redis" in line or "--postgres" in line
+
+
+def test_versions_of_a_distributed_job_need_its_id(postgres_url: str) -> None:
+    out = run_trawler("versions", "--postgres", postgres_url, timeout=30)
+    assert "--job" in assert_one_line_error(out, 2)
+    out = run_trawler("versions", "--postgres", postgres_url, "--job", "nope", timeout=30)
+    assert "no job 'nope'" in assert_one_line_error(out, 2)
 
 
 @pytest.mark.parametrize("worker_id", ["a b", "a/b", ""])
@@ -137,6 +145,7 @@ def _unreachable_commands(redis: str, postgres: str, tmp: Path) -> list[list[str
     return [
         ["stats", "--postgres", postgres],
         ["export", "--postgres", postgres, "--job", "x"],
+        ["versions", "--postgres", postgres, "--job", "x"],
         ["submit", "http://127.0.0.1:9/", "--redis", redis, "--postgres", postgres],
         ["worker", "--redis", redis, "--postgres", postgres, "--warc-dir", str(tmp / "w")],
     ]

@@ -62,25 +62,48 @@ def _page_requests(log: list[dict]) -> list[tuple[dict, bool]]:
     return requests
 
 
+def _continuous_job(
+    request: pytest.FixtureRequest, backend: str, site: Site, tmp: Path, delay_s: float,
+    *extra: str,
+) -> Callable[[], tuple[int, str]]:  # fmt: skip
+    """A continuous job running: `crawl --recrawl`, or `submit --recrawl` and two
+    workers (test_recrawl_distributed.py); returns what stops it (exit status, stderr)."""
+    if backend == "embedded":
+        process = _trawler(*_continuous_crawl(site, tmp / "data", delay_s, *extra))
+
+        def stop() -> tuple[int, str]:
+            err = _stop(process)
+            return process.returncode, err
+
+        return stop
+
+    from tests.e2e.test_recrawl_distributed import start_workers
+
+    return start_workers(request, site, tmp, delay_s, *extra)
+
+
+@pytest.mark.parametrize("backend", ["embedded", "distributed"])
 @pytest.mark.parametrize("delay_s", [0.1, 0.0])
-def test_revisits_share_the_host_with_new_urls(tmp_path: Path, delay_s: float) -> None:
+def test_revisits_share_the_host_with_new_urls(
+    tmp_path: Path, delay_s: float, backend: str, request: pytest.FixtureRequest
+) -> None:
     """A host with 40 new pages and pages come due: new pages and revisits take turns
     (never two revisits in a row while new pages wait), every gap in the server's log
-    is at least --delay; with --delay 0 the same check sees closer requests."""
+    is at least --delay; with --delay 0 the same check sees closer requests. Embedded,
+    and distributed: two workers share the host through Redis."""
     site = start_site(tmp_path, "--pages", str(NEW_PAGES))
     try:
-        args = _continuous_crawl(site, tmp_path / "data", delay_s, "--revisit-min", "0.3",
-                                 "--revisit-max", "1.2")  # fmt: skip
-        process = _trawler(*args)
+        stop = _continuous_job(request, backend, site, tmp_path, delay_s,
+                               "--revisit-min", "0.3", "--revisit-max", "1.2")  # fmt: skip
         total = 1 + 3 + 3 + 1 + NEW_PAGES
         _until(lambda: len({r["path"] for r in site.log()}) >= total + 1, 60)
         time.sleep(1.0)
-        err = _stop(process)
+        returncode, err = stop()
         log = site.log()
     finally:
         site.process.terminate()
         site.process.wait(10)
-    assert process.returncode == 128 + 15, err
+    assert returncode == 128 + 15, err
     times = [r["t"] for r in log]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     if delay_s == 0:

@@ -98,9 +98,9 @@ class Revisitable(Frontier, Protocol):
     its host's lane, never into the URL queues; it is acknowledged by ``ack()`` with
     the batch that records it, after ``revisits_done``.
 
-    The Redis frontier would need: a per-host revisit list beside each host's queue,
-    the turn flag in the host's hash, the lease script choosing between the two by the
-    rule above, and a pending set so a page is leased once per due time.
+    The Redis frontier has the same lanes and rule (frontier/redis_revisits.py), fed
+    and acknowledged asynchronously by the distributed backend (store/dist_revisits.py)
+    rather than through the synchronous methods below.
     """
 
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:

@@ -68,13 +68,13 @@ from trawler.frontier.redis_codec import (
     chunks,
     commit_done_args,
     commit_new_args,
-    decode_request,
     encode_request,
     fp8,
     lease_key,
     ms,
 )
 from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
+from trawler.frontier.redis_revisits import RedisRevisits, decode_entry
 from trawler.frontier.redis_robots import SharedRobots
 from trawler.frontier.redis_seen import SEEN_BASE_BITS
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
@@ -136,6 +136,8 @@ class RedisFrontier:
         self._keeper: asyncio.Task[None] | None = None
         self._keeper_done = asyncio.Event()  # set by aclose: ends _keep_alive
         self._background: set[asyncio.Task[None]] = set()
+        self.revisits = RedisRevisits(self)  # due revisits' lanes (redis_revisits.py)
+        self.revisits_continuous = False  # a continuous job: next() waits, never done
 
     @classmethod
     async def connect(
@@ -214,20 +216,22 @@ class RedisFrontier:
             if self.gate is not None and not self.gate.up:
                 await self._wait_wake(opts.max_wait_s)
                 continue
-            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args()]
+            args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args(),
+                                     int(self.revisits_continuous)]  # fmt: skip
             try:
                 reply = await self._run("NEXT", args)
             except OutageAbandoned:
                 return None  # stopping while Redis is down: like close()
-            if reply[0] == 0:
+            if reply[0] == 0 and not self.revisits_continuous:
                 return None
             if reply[0] == 2:
                 payload, host, depth = reply[1], reply[2].decode(), int(reply[3])
-                request = decode_request(payload, host, depth)
+                request = decode_entry(payload, host, depth)
                 self._inflight[request.fp] = payload
                 self._hold(request.host, *reply[4:])
                 return request
-            wait_s = opts.max_wait_s if reply[1] < 0 else min(reply[1] / 1000, opts.max_wait_s)
+            idle = reply[0] == 0 or reply[1] < 0  # nothing ready (0: only pages to come due)
+            wait_s = opts.max_wait_s if idle else min(reply[1] / 1000, opts.max_wait_s)
             await self._wait_wake(wait_s)
         return None
 
@@ -317,6 +321,12 @@ class RedisFrontier:
         key = lease_key(payload)
         args: list[str | bytes | int] = [self.worker_id, key, payload, request.host]
         await self._run("HAND_BACK", [*args, request.depth, ms(delay_s)])
+        self._wake.set()
+
+    def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
+        """A continuous job (recrawl_flow.py): more revisits may come, so next() waits
+        when nothing is queued. New URLs are always crawled beside them here."""
+        self.revisits_continuous = continuous
         self._wake.set()
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ flight (workers x concurrency). A held host is its host HASH
 host whose worker died is freed when its hold expires.
 """
 
+from trawler.frontier.redis_revisits import TAKE_LIB
 from trawler.frontier.redis_seen import SEEN, SEEN_LIB
 
 PRELUDE = """
@@ -79,9 +80,10 @@ local function push(host, depth, payload, again)
     redis.call('ZADD', jp .. 'd:' .. host, 'NX', depth, depth)
   end
 end
-local function has_queued(host)
-  return redis.call('EXISTS', jp .. 'd:' .. host, jp .. 'q:' .. host) > 0
+local function has_queued(host)  -- new URLs or due revisits (redis_revisits.py)
+  return redis.call('EXISTS', jp .. 'd:' .. host, jp .. 'q:' .. host, jp .. 'r:' .. host) > 0
 end
+local function is_revisit(payload) return string.byte(payload, 1) == 1 end
 -- The front URL of the host's lowest depth: payload, depth; nil when none.
 -- (Loops over the host's depths, at most max_depth + 1.) URLs an older version
 -- queued come after the new ones: only while a job crawls through an upgrade.
@@ -153,8 +155,13 @@ local function reclaim(now, limit)
     local v = redis.call('HGET', jp .. 'lease', fp)
     redis.call('HDEL', jp .. 'lease', fp)
     redis.call('ZREM', jp .. 'lease_exp', fp)
-    if v then
-      requeue(string.sub(v, string.find(v, ' ', 1, true) + 1), now)
+    local entry = v and string.sub(v, string.find(v, ' ', 1, true) + 1)
+    if entry and is_revisit(select(3, unpack_entry(entry))) then
+      -- its page stays due in PostgreSQL unless its visit was committed: fed again
+      -- from there (redis_revisits.py), never queued again here
+      redis.call('HDEL', jp .. 'rpending', fp)
+    elseif entry then
+      requeue(entry, now)
       redis.call('HSET', jp .. 'requeued', fp, 1)
     end
   end
@@ -176,11 +183,13 @@ local function reclaim(now, limit)
 end
 """
 
-# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms
+# ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms,
+# revisits (1: the job's revisit lanes are read too)
 # -> {0} done | {1, wait_ms} (-1: nothing ready)
 # | {2, payload, host, depth, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
+    + TAKE_LIB
     + """
 local job, worker = ARGV[3], ARGV[4]
 local lease_ms, busy_retry_ms = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -211,9 +220,9 @@ for _ = 1, 16 do
     redis.call('ZADD', jp .. 'ready', n2s(next_at), host)
   else
     redis.call('ZREM', jp .. 'ready', host)
-    local payload, depth = pop(host)
+    local payload, depth, revisit = take(host, ARGV[10] == '1')
     if payload then
-      redis.call('DECR', jp .. 'queued')
+      if not revisit then redis.call('DECR', jp .. 'queued') end
       local expires = n2s(now + lease_ms)
       local gap = hold_gap(hkey, ARGV[8], ARGV[9])
       redis.call('HSET', hkey, 'owner', worker, 'job', job, 'until', expires, 'gap', gap)
@@ -285,8 +294,12 @@ local v = redis.call('HGET', jp .. 'lease', fp)
 if not v or string.sub(v, 1, #worker + 1) ~= worker .. ' ' then return 0 end
 redis.call('HDEL', jp .. 'lease', fp)
 redis.call('ZREM', jp .. 'lease_exp', fp)
-push(host, ARGV[8], payload, true)
-redis.call('INCR', jp .. 'queued')
+if is_revisit(payload) then  -- first in its host's lane again
+  redis.call('LPUSH', jp .. 'r:' .. host, payload)
+else
+  push(host, ARGV[8], payload, true)
+  redis.call('INCR', jp .. 'queued')
+end
 local next_at = math.max(host_next(host), now_ms() + tonumber(ARGV[9]))
 redis.call('HSET', hp .. host, 'next', n2s(next_at))
 if not held_by_job(hp .. host, job) then schedule(host, next_at) end

@@ -10,6 +10,10 @@ not by a distributed transaction (docs/architecture.md):
 3. one Redis script adds the discovered URLs to the seen set and the host
    queues, and acknowledges the leases of the batch's URLs.
 
+A continuous job's revisits (dist_revisits.py) ride the same three steps: their
+WARC records in 1, their visits, versions and state in 2's transaction, their
+leases ended after 3.
+
 A worker killed between 2 and 3 leaves its leases to expire: the URLs are
 fetched again by some worker and their pages are not stored twice. A kill
 between 1 and 2 leaves WARC records no row points to, which is harmless.
@@ -35,7 +39,9 @@ from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
+from trawler.recrawl import RevisitWindow
 from trawler.store.base import CommitBatch, archive_batch
+from trawler.store.dist_revisits import DistributedRevisits
 from trawler.store.postgres import PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
@@ -69,6 +75,8 @@ class DistributedBackend:
         self.dedup = ContentDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
         self._closed = False
+        self.revisits: DistributedRevisits | None = None  # a continuous job's (open_revisits)
+        self._warc_max_bytes = 2**30
 
     async def open(self, config: CrawlConfig) -> RedisFrontier:
         policy = PolitenessPolicy.from_config(config)
@@ -81,6 +89,7 @@ class DistributedBackend:
         self.frontier.gate = self.store.health  # no new URLs while the store is down
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         self.dedup = ContentDedup(config.near_duplicate_bits)
+        self._warc_max_bytes = config.warc_max_bytes
         self.warc = WarcWriter(
             self.warc_dir, prefix=f"trawler-{self.worker_id}",
             max_bytes=config.warc_max_bytes, software=f"Trawler/{__version__}",
@@ -92,11 +101,15 @@ class DistributedBackend:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer, self._write_warc, batch)
         done = [outcome.request for outcome in batch.outcomes if outcome.finished]
+        revisits = self.revisits
+        also = None if revisits is None else revisits.rows_of(batch.outcomes, batch.revisits)
         try:
             await self.store.store_outcomes(
-                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records
+                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records, also
             )
             await self.frontier.commit(batch.all_new_requests(), done)
+            if batch.revisits:  # their rows are committed: end their leases last
+                await self.frontier.revisits.done([r.request for r in batch.revisits])
         except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
             raise ServiceUnavailable(
                 f"{exc}; {len(done)} results not committed (their URLs will be fetched again)"
@@ -105,6 +118,21 @@ class DistributedBackend:
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
         archive_batch(batch, self.warc, self.dedup)
+        if batch.revisits:
+            assert self.revisits is not None
+            self.revisits.archive(batch.revisits)
+
+    # -- revisits of a continuous job (recrawl_flow.py; dist_revisits.py does the work) --
+    async def open_revisits(self, window: RevisitWindow) -> None:
+        self.revisits = DistributedRevisits.open(
+            self.store, self.job_id, window, self.warc_dir, self.worker_id,
+            self._warc_max_bytes, claim_s=self.lease_timeout_s,
+        )  # fmt: skip
+
+    async def feed_revisits(self, frontier: RedisFrontier) -> None:
+        """Queue due pages in the hosts' revisit lanes in Redis, until cancelled."""
+        assert self.revisits is not None
+        await self.revisits.feed(frontier)
 
     async def host_url_counts(self) -> dict[str, int]:
         return {}  # --max-pages-per-host is per worker in distributed mode
@@ -123,8 +151,11 @@ class DistributedBackend:
             return
         self._closed = True
         try:
+            loop = asyncio.get_running_loop()
             if self.warc is not None:
-                await asyncio.get_running_loop().run_in_executor(self._writer, self.warc.close)
+                await loop.run_in_executor(self._writer, self.warc.close)
+            if self.revisits is not None:
+                await loop.run_in_executor(self._writer, self.revisits.close)
             if self.frontier is not None:
                 await self.frontier.aclose()
         finally:

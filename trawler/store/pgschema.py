@@ -142,6 +142,52 @@ CREATE INDEX pages_job_fetched ON pages (job_id, fetched_at)
 CREATE INDEX pages_job_failed ON pages (job_id, id) INCLUDE (error) WHERE {_FAILED};
 """
 
+# Revisits of a continuous job (issue 15, store/pg_versions.py), the embedded tables
+# (store/versions.py) keyed by job: each revisited page's state, its content versions
+# (version 1: the page as the crawl stored it) and every visit (the estimator's input).
+# ``claimed_until``: the page was handed to Redis's revisit lanes until then by a
+# feeding worker (store/dist_revisits.py); ``depth``: the page's, for its links.
+REVISITS = """
+CREATE TABLE revisit_state (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    host text NOT NULL,
+    final_url text NOT NULL,
+    etag text, last_modified text,
+    content_sha256 text, simhash text,
+    version integer NOT NULL,
+    version_at double precision NOT NULL,
+    last_visit_at double precision NOT NULL,
+    next_visit_at double precision NOT NULL,
+    rate_per_s double precision NOT NULL,
+    depth integer NOT NULL DEFAULT 0,
+    claimed_until double precision,
+    PRIMARY KEY (job_id, url)
+);
+CREATE INDEX revisit_due ON revisit_state (job_id, next_visit_at);
+CREATE TABLE page_versions (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    version integer NOT NULL,
+    fetched_at double precision NOT NULL, final_url text, status integer, content_type text,
+    content_length bigint, content_sha256 text, simhash text, distance integer,
+    title text, text text, etag text, last_modified text, warc_file text, warc_offset bigint,
+    PRIMARY KEY (job_id, url, version)
+);
+CREATE TABLE visits (
+    id bigserial PRIMARY KEY,
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    visited_at double precision NOT NULL,
+    status integer,
+    verdict text NOT NULL,
+    distance integer,
+    body_bytes bigint NOT NULL,
+    warc_file text, warc_offset bigint
+);
+CREATE INDEX visits_url ON visits (job_id, url, visited_at);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -216,6 +262,8 @@ MIGRATIONS: tuple[str, ...] = (
     CONTROLS,
     # 7: the dashboard's totals and indexes: see PAGE_TOTALS.
     PAGE_TOTALS,
+    # 8: revisits and page versions: see REVISITS.
+    REVISITS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
 
 T = TypeVar("T")
+# More rows a commit writes in the batch's transaction, after its pages.
+AlsoWrite = Callable[[psycopg.AsyncCursor], Awaitable[None]]
 log = logging.getLogger("trawler")
 
 GETCONN_TIMEOUT_S = 3.0  # then PoolTimeout, an OperationalError: retried in an outage
@@ -292,9 +294,10 @@ class PostgresStore:
         counters: dict[str, int] | None = None,
         attempts: Iterable[tuple] = (),
         robots: Iterable[RobotsRecord] = (),
+        also: AlsoWrite | None = None,
     ) -> None:
         """One commit batch in one transaction: pages, counter deltas, fetch attempts,
-        robots.txt downloads.
+        robots.txt downloads, and what ``also`` writes last (revisits: dist_revisits.py).
 
         ``attempts`` rows are (url, attempt, started_at, duration_s, status,
         error, decision), as in ``CommitBatch.attempts``. Counters are not
@@ -315,6 +318,8 @@ class PostgresStore:
                                   (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
                     if rows:
                         await cur.executemany(sql, rows)
+                if also is not None:
+                    await also(cur)
 
         await self._call(write)
 
@@ -324,6 +329,7 @@ class PostgresStore:
         outcomes: Sequence[UrlOutcome],
         counters: dict[str, int],
         robots: Sequence[RobotsRecord] = (),
+        also: AlsoWrite | None = None,
     ) -> None:
         """A commit batch of URL outcomes in one transaction (``store_batch``). When a
         row is rejected, each outcome's rows go in again under a savepoint of their
@@ -332,7 +338,7 @@ class PostgresStore:
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
         try:
-            await self.store_batch(job_id, pages, counters, attempts, robots)
+            await self.store_batch(job_id, pages, counters, attempts, robots, also)
             return
         except ROW_REJECTED:
             pass
@@ -360,6 +366,8 @@ class PostgresStore:
                 rows = _counter_rows(job_id, counters)
                 if rows:
                     await cur.executemany(_ADD_COUNTER, rows)
+                if also is not None:
+                    await also(cur)
 
         await self._call(one_by_one)
 

@@ -1,0 +1,136 @@
+"""Revisit state and page versions in PostgreSQL (store/pg_versions.py, migration 8)
+against the session's server, a fresh database a test: seeded with the page in the
+batch's transaction, due pages claimed by disjoint workers and claimable again once a
+claim expires, and a visit recorded once per due time however often its commit runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from tests.unit.test_postgres_store import CONFIG, migrate_to, page
+from trawler.records import FetchResult
+from trawler.recrawl import RevisitWindow
+from trawler.recrawl_lanes import revisit_request
+from trawler.recrawl_visit import RevisitOutcome, judge
+from trawler.store import pg_versions as pv
+from trawler.store.pgschema import MIGRATIONS, REVISITS
+from trawler.store.postgres import PostgresStore
+
+WINDOW = RevisitWindow(10.0, 1000.0)
+URLS = [f"http://a.test/{i}" for i in range(6)]
+
+
+@pytest.fixture
+async def store(fresh_postgres_url: str) -> AsyncIterator[PostgresStore]:
+    async with await PostgresStore.connect(fresh_postgres_url) as store:
+        yield store
+
+
+async def seeded_job(store: PostgresStore, due: float = 50.0) -> str:
+    """A job whose pages (two: not 2xx, a robots row aside) are stored with their
+    revisit state, as a worker's commit does."""
+    job = await store.create_job(CONFIG)
+    pages = [page(url, fetched_at=10.0, content_sha256=f"{i:064x}") for i, url in enumerate(URLS)]
+    pages.append(page("http://a.test/missing", status=404))
+    seeds = [pv.SeedRow(url, '"e"', None, due, 0.01) for url in [*URLS, "http://a.test/missing"]]
+
+    async def also(cur: psycopg.AsyncCursor) -> None:
+        await pv.seed(cur, job, seeds)
+
+    await store.store_batch(job, pages, also=also)
+    return job
+
+
+async def claim(store: PostgresStore, job: str, now: float, limit: int = 100) -> list[str]:
+    async with store.pool.connection() as conn:
+        due = await pv.claim_due(conn, job, now, limit, until=now + 30)
+    return [state.url for state, _depth in due]
+
+
+async def test_a_stored_page_gets_version_1_and_its_state(store: PostgresStore) -> None:
+    job = await seeded_job(store)
+    async with store.pool.connection() as conn:
+        versions = [v async for v in pv.versions_of(conn, job, None, latest_only=False)]
+    assert [v["url"] for v in versions] == sorted(URLS)  # the 404 has none
+    assert {(v["version"], v["etag"], v["gone"]) for v in versions} == {(1, '"e"', False)}
+    assert await claim(store, job, now=49.0) == []  # not due yet
+    assert sorted(await claim(store, job, now=50.0)) == URLS
+
+
+async def test_workers_claim_disjoint_pages_and_expired_claims_again(
+    store: PostgresStore,
+) -> None:
+    """FOR UPDATE SKIP LOCKED: two claims at once share no page; a claim not released
+    (its feeder died) lets the page be claimed again once it expires."""
+    job = await seeded_job(store)
+    first, second = await asyncio.gather(claim(store, job, 60.0, 4), claim(store, job, 60.0, 4))
+    assert not set(first) & set(second) and len(first) + len(second) == len(URLS)
+    assert await claim(store, job, now=61.0) == []  # claimed until 90
+    assert sorted(await claim(store, job, now=90.0)) == URLS
+
+
+async def test_a_visit_is_recorded_once_per_due_time(store: PostgresStore) -> None:
+    """The same outcome committed twice (a retry after an unknown outcome): one visit
+    row, one new version; the state moves on to the next due time."""
+    job = await seeded_job(store)
+    async with store.pool.connection() as conn:
+        state, depth = (await pv.claim_due(conn, job, 60.0, 1, until=90.0))[0]
+    request = revisit_request(state, depth)
+    result = FetchResult(state.url, state.url, status=200, body=b"<p>new</p>",
+                         raw_body=b"<p>new</p>", content_type="text/html",
+                         headers=[("ETag", '"f"')], started_at=70.0)  # fmt: skip
+    outcome = RevisitOutcome(request, state, result, judge(state, result))
+    assert outcome.judgement is not None and outcome.judgement.verdict == "changed"
+    written = []
+
+    async def also(cur: psycopg.AsyncCursor) -> None:
+        written.append(await pv.record(cur, job, outcome, WINDOW))
+
+    await store.store_batch(job, also=also)
+    await store.store_batch(job, also=also)
+    assert written == [True, False]
+    async with store.pool.connection() as conn:
+        versions = [v async for v in pv.versions_of(conn, job, state.url, latest_only=False)]
+        visits = await (await conn.execute("SELECT verdict FROM visits")).fetchall()
+        row = await (await conn.execute(
+            "SELECT version, etag, next_visit_at, claimed_until FROM revisit_state"
+            " WHERE url = %s", (state.url,),
+        )).fetchone()  # fmt: skip
+    assert [(v["version"], v["etag"]) for v in versions] == [(1, '"e"'), (2, '"f"')]
+    assert visits == [("changed",)]
+    assert row is not None and row[:2] == (2, '"f"') and row[3] is None
+    assert 70.0 + WINDOW.min_s <= row[2] <= 70.0 + WINDOW.max_s
+
+
+async def test_a_version_7_database_gains_the_revisit_tables(fresh_postgres_url: str) -> None:
+    """Migration 8 on a database an older Trawler left: its pages stay, revisits work."""
+    async with await psycopg.AsyncConnection.connect(fresh_postgres_url, autocommit=True) as conn:
+        await migrate_to(conn, MIGRATIONS.index(REVISITS))
+        await conn.execute("INSERT INTO jobs (id, config, state) VALUES ('old', '{}', 'running')")
+        await conn.execute("INSERT INTO pages (job_id, url, status, fetched_at, kind)"
+                           " VALUES ('old', 'http://a.test/', 200, 5.0, 'page')")  # fmt: skip
+    async with await PostgresStore.connect(fresh_postgres_url) as store:
+
+        async def also(cur: psycopg.AsyncCursor) -> None:
+            await pv.seed(cur, "old", [pv.SeedRow("http://a.test/", None, None, 6.0, 0.1)])
+
+        await store.store_batch("old", also=also)
+        assert await claim(store, "old", now=6.0) == ["http://a.test/"]
+
+
+async def test_a_validator_postgresql_cannot_hold_is_stored_cleaned(store: PostgresStore) -> None:
+    """A server's ETag with an undecodable byte (surrogate-escaped in memory) and a NUL:
+    the batch commits (it would fail whole otherwise), the bytes become U+FFFD."""
+    job = await store.create_job(CONFIG)
+
+    async def also(cur: psycopg.AsyncCursor) -> None:
+        await pv.seed(cur, job, [pv.SeedRow(URLS[0], '"a\udcff\x00"', None, 5.0, 0.1)])
+
+    await store.store_batch(job, [page(URLS[0], fetched_at=1.0)], also=also)
+    async with store.pool.connection() as conn:
+        versions = [v async for v in pv.versions_of(conn, job, URLS[0], latest_only=True)]
+    assert [v["etag"] for v in versions] == ['"a\ufffd\ufffd"']
