@@ -57,6 +57,7 @@ class Sample:
     elapsed_s: float
     cpu_s: float  # user + sys of the crawler so far
     rss_kb: int
+    tree_rss_kb: int = 0  # the crawler and its parser processes together, now
 
 
 @dataclass(slots=True)
@@ -156,6 +157,21 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14, 15
 
 
+def tree_rss_kb(pid: int) -> int:
+    """RSS of a process and its descendants (parser processes), summed, from /proc."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/{current}/status", encoding="ascii") as status:
+                total += next((int(line.split()[1]) for line in status
+                               if line.startswith("VmRSS:")), 0)  # fmt: skip
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as kids:
+                    todo.extend(int(kid) for kid in kids.read().split())
+    return total
+
+
 def proc_hwm_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
@@ -247,7 +263,8 @@ def run_child(
             break
         elapsed = time.monotonic() - start
         with contextlib.suppress(OSError):  # it may exit between wait4 and the read
-            samples.append(Sample(elapsed, proc_cpu_s(child.pid), proc_hwm_kb(child.pid)))
+            samples.append(Sample(elapsed, proc_cpu_s(child.pid), proc_hwm_kb(child.pid),
+                                  tree_rss_kb(child.pid)))  # fmt: skip
         if elapsed > max_seconds and not stopped:
             child.send_signal(signal.SIGINT)
             stopped = True
@@ -329,6 +346,9 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "cpu_s_other_processes": round(cpu_s - run.samples[-1].cpu_s, 2) if run.samples else None,
         "crawler_cores_busy_avg": round(cpu_s / run.wall_s, 2),
         "peak_rss_mb": round(run.max_rss_kb / 1024, 1),
+        # All the crawler's processes at once, sampled every 0.5 s (peak_rss_mb is the
+        # largest single process's, from wait4).
+        "peak_tree_rss_mb": round(max((s.tree_rss_kb for s in run.samples), default=0) / 1024, 1),
         "nginx_cpu_s": round(nginx_s, 2),
         "machine_busy_cores_avg": round(machine_s["busy"] / run.wall_s, 2),
         "machine_cpu_s": {k: round(v, 2) for k, v in machine_s.items()},
