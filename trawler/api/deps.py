@@ -27,6 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from trawler.config import CrawlConfig
 from trawler.jobs.model import JobInfo, JobState, UnknownJob
+from trawler.recrawl import RevisitWindow
 from trawler.store.search import SearchHit
 from trawler.store.sqlite_read import PageFilter
 
@@ -111,6 +112,11 @@ class JobService(Protocol):
     async def change_state(self, job_id: str, wanted: JobState) -> JobInfo:
         """Pause (PAUSED), resume (RUNNING) or cancel (CANCELLED) a job;
         ``InvalidTransition`` when its state does not allow it."""
+
+    async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
+        """Start a revisit pass of the job's stored pages (jobs/local.py ``recrawl``);
+        ``InvalidTransition`` when the job's state does not allow it,
+        ``JobControlUnavailable`` where this backend has none."""
 
     def reader(self, job_id: str) -> JobReader:
         """The job's stored data; ``UnknownJob`` if there is no such job, ``NoCrawlData``

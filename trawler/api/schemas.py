@@ -14,6 +14,7 @@ from trawler.jobs.model import JobState
 
 # The `responses` argument of a route: status → its OpenAPI description.
 Responses = dict[int | str, dict[str, Any]]
+REVISIT_S_MAX = 10 * 365 * 86400.0  # a revisit window's bound: ten years, and finite
 
 
 class Problem(BaseModel):
@@ -46,6 +47,16 @@ class Job(BaseModel):
     finished_at: float | None
     estimated_completion: float | None  # Unix time, when it can be told
     options: dict[str, Any]
+
+
+class RecrawlRequest(BaseModel):
+    """A revisit pass's window: the bounds each page's next-visit estimate is clamped
+    to (`trawler recrawl --revisit-min/--revisit-max`), seconds; null: the job's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    revisit_min_s: float | None = Field(default=None, gt=0, le=REVISIT_S_MAX)
+    revisit_max_s: float | None = Field(default=None, gt=0, le=REVISIT_S_MAX)
 
 
 class JobList(BaseModel):
