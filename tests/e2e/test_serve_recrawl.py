@@ -4,6 +4,7 @@ judged from the site's access log and the job's database."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from tests.e2e.api_server import ServeProcess, start_serve
+from tests.e2e.conftest import run_trawler
 from tests.e2e.test_recrawl import CLOCK_SLACK_S, Site, start_site
 from tests.e2e.test_serve_jobs import body, create, finished, job_state, until
 from trawler.jobs.layout import job_dir
@@ -194,3 +196,43 @@ def test_refusals(site: Site, api: ServeProcess) -> None:
         f"job {running} is running: a recrawl pass needs a finished or cancelled job"
         " (the crawl is over)"
     )
+
+
+def test_versions_through_the_api(site: Site, data: Path, api: ServeProcess) -> None:
+    """After a pass that found the fast pages changed: the export's latest or all
+    versions, and one page's versions, as `trawler export/versions` give them."""
+    fast = f"{site.seed}fast-0"
+    with api.client() as client:
+        job = crawled_job(client, site, "A", 0.05)
+        before = client.get(f"/api/v1/jobs/{job}/versions", params={"url": fast})
+        time.sleep(1.1)  # a new edition of the fast pages
+        assert recrawl(client, job).status_code == 202
+        finished(client, job)
+        latest = jsonl(client.get(f"/api/v1/jobs/{job}/export"))
+        every = jsonl(client.get(f"/api/v1/jobs/{job}/export", params={"versions": "all"}))
+        csv = client.get(f"/api/v1/jobs/{job}/export", params={"format": "csv"}).text
+        listed = client.get(f"/api/v1/jobs/{job}/versions", params={"url": fast, "text": True})
+        bad = [client.get(f"/api/v1/jobs/{job}/export", params={"versions": "newest"}),
+               client.get(f"/api/v1/jobs/{job}/versions", params={"url": "ftp://x/"}),
+               client.get(f"/api/v1/jobs/{job}/versions")]  # fmt: skip
+        missing = client.get(f"/api/v1/jobs/{job}/versions", params={"url": f"{site.seed}none"})
+        unknown = client.get("/api/v1/jobs/nope/versions", params={"url": fast})
+    assert before.status_code == 404 and "not revisited yet" in before.json()["detail"]
+    cli = run_trawler("export", "--data", str(data), "--job", job, "--versions", "all")
+    assert every == [json.loads(line) for line in cli.stdout.splitlines()]
+    assert {row["url"]: row["version"] for row in latest}[fast] == 2
+    assert [row["version"] for row in every if row["url"] == fast] == [1, 2]
+    assert csv.splitlines()[0].endswith(",version")
+    assert listed.status_code == 200, listed.text
+    versions = listed.json()["versions"]
+    assert [v["version"] for v in versions] == [1, 2] and versions[1]["distance"] is not None
+    assert "edition" in versions[1]["text"] and versions[0]["gone"] is False
+    assert [answer.status_code for answer in bad] == [422, 422, 422]
+    assert [answer.json()["error"].split(":")[0] for answer in bad] == [
+        "invalid versions", "invalid url", "invalid url"]  # fmt: skip
+    assert missing.status_code == 404 and unknown.status_code == 404
+
+
+def jsonl(answer: httpx.Response) -> list[dict]:
+    assert answer.status_code == 200, answer.text
+    return [json.loads(line) for line in answer.text.splitlines()]

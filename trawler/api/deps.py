@@ -40,6 +40,10 @@ class SearchUnavailable(JobControlUnavailable):
     """This backend has no full-text index (the API answers 501)."""
 
 
+class VersionsUnavailable(JobControlUnavailable):
+    """This backend keeps no page versions (the API answers 501)."""
+
+
 class StoreUnavailable(RuntimeError):
     """The job store cannot be read (the API answers 503); the message says why."""
 
@@ -58,8 +62,19 @@ class JobReader(Protocol):
 
     def close(self) -> None: ...
 
-    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
-        """The rows of `trawler export`, streamed (reading stops at ``close``)."""
+    def export_rows(
+        self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
+    ) -> Iterator[dict]:
+        """The rows of `trawler export --versions`, streamed (reading stops at ``close``):
+        a revisited page's latest version, or ``all`` of them (``VersionsUnavailable``
+        at the call, not while streaming, where the backend keeps none)."""
+
+    def export_columns(self) -> tuple[str, ...]:
+        """The export's columns (``version`` too once a page has a later version)."""
+
+    def versions(self, url: str, text: bool) -> list[dict]:
+        """A normalised URL's versions, oldest first, as `trawler versions URL` (empty
+        when not stored or not revisited yet; ``VersionsUnavailable``)."""
 
     def pages(
         self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False

@@ -136,6 +136,34 @@ class PageList(BaseModel):
     limit: int
 
 
+class PageVersion(BaseModel):
+    """One version of a page, as `trawler versions URL` prints it: version 1 is the
+    crawl's, each later one a revisit that found a change (or found the page gone)."""
+
+    url: str
+    version: int
+    fetched_at: float
+    final_url: str | None
+    status: int | None
+    content_type: str | None
+    content_length: int | None
+    content_sha256: str | None
+    simhash: str | None
+    distance: int | None  # SimHash bits from the version before (null for version 1)
+    title: str | None
+    etag: str | None
+    last_modified: str | None
+    warc_file: str | None
+    warc_offset: int | None
+    gone: bool  # the page answered 404 or 410
+    text: str | None = None  # with ?text=true
+
+
+class VersionList(BaseModel):
+    url: str  # as normalised
+    versions: list[PageVersion]
+
+
 class ErrorRow(BaseModel):
     url: str
     error: str
