@@ -96,17 +96,18 @@ async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres
 
 
 def _as_version_6(url: str) -> None:
-    """Undo migration 7: a database of the version before."""
+    """Undo migrations 8 and 7: a database of the version before them."""
     with psycopg.connect(url) as conn:
         conn.execute(
-            "DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
+            "ALTER TABLE pages DROP COLUMN sitemap_changefreq;"
+            " DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
             " DROP INDEX pages_job_fetched, pages_job_failed;"
-            " DELETE FROM schema_version WHERE version = 7"
+            " DELETE FROM schema_version WHERE version >= 7"
         )
 
 
 async def test_an_older_database_is_counted_once_by_migration_7(fresh_postgres_url: str) -> None:
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
         await store.store_batch(job, some_pages(0))

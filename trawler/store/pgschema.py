@@ -216,6 +216,11 @@ MIGRATIONS: tuple[str, ...] = (
     CONTROLS,
     # 7: the dashboard's totals and indexes: see PAGE_TOTALS.
     PAGE_TOTALS,
+    # 8: a sitemap entry's <changefreq> (issue 15). NULL for now: the Redis frontier's
+    # queue entries do not carry it yet (frontier/redis_codec.py).
+    """
+    ALTER TABLE pages ADD COLUMN sitemap_changefreq text;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
