@@ -221,6 +221,9 @@ class LocalJobs:
         the pass lasts and then goes back to that state. ``window``: the revisit window
         the pass's estimates are clamped to [the job's]. ``NotRevisitable`` (its state,
         no stored page, another process has it), ``NoFreeSlot``, ``UnknownJob``."""
+        watcher = self._watchers.get(job_id)
+        if watcher is not None and self._open_runner().state(job_id).ended:
+            await asyncio.wait({watcher})  # its run just ended here: lock freed, end recorded
         async with self._starting:
             state = await self.store.state(job_id)
             check_revisit(job_id, state)
@@ -234,8 +237,8 @@ class LocalJobs:
     async def _start_revisits(self, job_id: str, window: RevisitWindow | None) -> None:
         state = await self.store.state(job_id)  # again, under the job's lock
         check_revisit(job_id, state)
-        if self._free_slots() == 0 and self.max_running_jobs is not None:
-            raise NoFreeSlot(job_id, state, self.max_running_jobs)
+        if self._free_slots() == 0:
+            raise NoFreeSlot(job_id, state, self.max_running_jobs or 0)
         pages = (await asyncio.to_thread(job_numbers, job_dir(self.data_dir, job_id)))[0]
         if pages == 0:
             raise NotRevisitable(job_id, state, "it stored no page: nothing to revisit")
