@@ -159,6 +159,27 @@ def test_cancel_ends_a_pass(site: Site, data: Path, api: ServeProcess) -> None:
     assert [e["reason"] for e in events_of(data, job)][-2:] == ["recrawl", "recrawl done"]
 
 
+def test_a_pass_paused_from_a_shell_stops_there(site: Site, data: Path, api: ServeProcess) -> None:
+    """`trawler jobs pause` of a job running a pass (the store changed by another
+    process): the pass stops within 2 s and the job stays paused; a resume then runs
+    it as a crawl, which has nothing left and finishes."""
+    with api.client() as client:
+        job = crawled_job(client, site, "A", 0.4)
+        mark = len(site.log())
+        assert recrawl(client, job).status_code == 202
+        until(lambda: len(site.log()) >= mark + 2, 30, "two revisits")
+        paused = run_trawler("jobs", "pause", job, "--data", str(data))
+        paused_at = time.time()
+        assert paused.returncode == 0, paused.stderr
+        time.sleep(2.5)
+        state = job_state(client, job)
+        late = [r for r in site.log() if r["t"] > paused_at + 2.0]
+        assert client.post(f"/api/v1/jobs/{job}/resume").status_code == 200
+        finished(client, job)
+    assert state == "paused" and not late, late
+    assert len(site.log()) < mark + PAGES + 1  # the pass did not run to its end
+
+
 @pytest.mark.parametrize(
     ("window", "field"),
     [

@@ -408,7 +408,7 @@ class LocalJobs:
             if wanted is job.state:
                 continue
             if wanted is JobState.PAUSED and job.state is JobState.RUNNING:
-                await runner.pause(job.id, "user")
+                await runner.paused_elsewhere(job.id)
             elif wanted is JobState.RUNNING and job.state is JobState.PAUSED:
                 await runner.resume(job.id, "user")
             elif wanted.ended:

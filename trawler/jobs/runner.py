@@ -102,9 +102,7 @@ class JobRunner:
         resume), ``stored_pages`` the pages it stored before (for --max-pages),
         ``current`` its state as its store has it (paused: a job resumed by a new
         process, recorded as paused → running)."""
-        old = self._jobs.get(job_id)
-        if old is not None and not old.state.ended:
-            raise InvalidTransition(job_id, old.state, JobState.RUNNING)
+        self._check_not_running(job_id)
         check_transition(job_id, current, JobState.RUNNING)  # before its backend is opened
         crawler = Crawler(config, self.backend_for(job_id), seeds=seeds, services=self.services)
         job = RunningJob(job_id, crawler, current)
@@ -121,9 +119,7 @@ class JobRunner:
         every page has been revisited once, then goes back to ``current``. A pass is
         not paused (``NotRevisitable``): cancel ends it (the job is then cancelled);
         ``close`` abandons it, the job back to ``current``, not resumed later."""
-        old = self._jobs.get(job_id)
-        if old is not None and not old.state.ended:
-            raise InvalidTransition(job_id, old.state, JobState.RUNNING)
+        self._check_not_running(job_id)
         check_revisit(job_id, current)  # before its backend is opened
         crawler = revisit_crawler(config, self.backend_for(job_id), options, self.services)
         job = RunningJob(job_id, crawler, current, after=current)
@@ -138,6 +134,16 @@ class JobRunner:
             raise NotRevisitable(job_id, job.state, "a recrawl pass is not paused: cancel it")
         await self._transition(job, JobState.PAUSED, reason)
         job.crawler.pause()
+
+    async def paused_elsewhere(self, job_id: str) -> None:
+        """The job store says paused (`trawler jobs pause` from a shell): a crawl
+        pauses; a pass, which is not paused, stops there, the job left paused."""
+        job = self._job(job_id)
+        await self._transition(job, JobState.PAUSED, "user")
+        if job.after is None:
+            job.crawler.pause()
+        else:
+            job.crawler.stop()
 
     async def resume(self, job_id: str, reason: str = "user") -> None:
         job = self._job(job_id)
@@ -213,6 +219,13 @@ class JobRunner:
         return [job.crawler for job in self._jobs.values() if not job.state.ended]
 
     # -- internals ------------------------------------------------------------------
+    def _check_not_running(self, job_id: str) -> None:
+        """A job starts again once its crawler has ended (a pass stopped by a pause
+        from elsewhere has, though the job is paused, not ended)."""
+        old = self._jobs.get(job_id)
+        if old is not None and old.task is not None and not old.task.done():
+            raise InvalidTransition(job_id, old.state, JobState.RUNNING)
+
     def _job(self, job_id: str) -> RunningJob:
         job = self._jobs.get(job_id)
         if job is None:
@@ -240,7 +253,8 @@ class JobRunner:
             await self._end(job, JobState.FAILED, " ".join(f"{type(exc).__name__}: {exc}".split()))
             return
         if complete and job.after is not None:
-            await self._end(job, job.after, REVISIT_PASS_DONE)
+            if job.state is JobState.RUNNING:  # not stopped by a pause from elsewhere
+                await self._end(job, job.after, REVISIT_PASS_DONE)
         elif complete:
             await self._end(job, JobState.FINISHED, "complete")
 
