@@ -165,7 +165,8 @@ class JobRunner:
         return job.state
 
     async def close(self) -> None:
-        """Stop every job (running ones become paused, to be resumed later)."""
+        """Stop every job (running ones become paused, to be resumed later; a running
+        pass goes back to the state it started from: it is not resumed)."""
         for job in self._jobs.values():
             if job.state.ended:
                 continue
