@@ -156,8 +156,7 @@ def gaps_by_position(requests: list[Request]) -> list[tuple[int, int, float, flo
             gaps[n].append(after - before)
             at[n].append(after - start)
     return [
-        (n, len(gaps[n]), statistics.fmean(gaps[n]), statistics.median(at[n]))
-        for n in sorted(gaps)
+        (n, len(gaps[n]), statistics.fmean(gaps[n]), statistics.median(at[n])) for n in sorted(gaps)
     ]
 
 

@@ -161,7 +161,7 @@ PageItem = tuple[tuple, tuple]
 def _item(request: CrawlRequest, result: FetchResult) -> PageItem:
     return (
         (request.url, request.depth, request.parent_url, request.host, request.fp,
-         request.attempts, request.kind, request.lastmod),
+         request.attempts, request.kind, request.lastmod, None, request.changefreq),
         (result.url, result.final_url, result.status, result.headers, result.content_type,
          result.charset, result.body, result.started_at, result.duration_s),
     )  # fmt: skip

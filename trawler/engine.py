@@ -129,6 +129,7 @@ class Crawler:
         self.revisits = None if revisits is None else RevisitFlow(
             revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
         )  # fmt: skip
+        self.robots.read_shared = revisits is None or not revisits.reread_robots
         self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False

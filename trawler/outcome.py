@@ -101,6 +101,7 @@ def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
         attempts=request.attempts + 1,
         host=request.host,
         sitemap_lastmod=request.lastmod,
+        sitemap_changefreq=request.changefreq,
         kind=request.kind,
     )
 

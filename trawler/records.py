@@ -22,6 +22,7 @@ class CrawlRequest:
     kind: str = "page"  # "page", or "sitemap" (parsed as a sitemap, not as HTML)
     lastmod: str | None = None  # <lastmod> of the sitemap entry that listed this URL
     revisit: object | None = None  # kind "revisit": the page's RevisitState (recrawl_lanes.py)
+    changefreq: str | None = None  # <changefreq> of the sitemap entry that listed this URL
 
 
 @dataclass(slots=True)
@@ -120,6 +121,7 @@ class PageRecord:
     simhash: str | None = None  # 16 hex digits
     text_hash: str | None = None  # exact-duplicate key of the extracted text
     sitemap_lastmod: str | None = None  # <lastmod> from a sitemap, as given
+    sitemap_changefreq: str | None = None  # <changefreq> from a sitemap (sitemaps.CHANGEFREQS)
     minhash: bytes | None = None  # MinHash sketch of the main text (minhash.py)
     kind: str = "page"  # "page" or "sitemap" (CrawlRequest.kind); robots.txt: RobotsRecord
 

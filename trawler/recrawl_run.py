@@ -16,12 +16,18 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trawler.config import CrawlConfig
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_flow import RecrawlTotals, RevisitOptions
 
-__all__ = ["RecrawlOptions", "RecrawlTotals", "Recrawler"]
+if TYPE_CHECKING:
+    from trawler.engine import Crawler
+    from trawler.services import Services
+    from trawler.store.base import Backend
+
+__all__ = ["RecrawlOptions", "RecrawlTotals", "Recrawler", "revisit_crawler"]
 
 
 @dataclass(slots=True)
@@ -31,17 +37,27 @@ class RecrawlOptions:
     max_seconds: float | None = None
 
 
+def revisit_crawler(
+    config: CrawlConfig, backend: Backend, options: RecrawlOptions, services: Services | None = None
+) -> Crawler:
+    """The engine over a job's backend with its stored pages as its only work: what
+    `trawler recrawl` runs, and a job's revisit pass in `trawler serve` (jobs/runner.py,
+    over the process's ``services``)."""
+    from trawler.engine import Crawler
+
+    config = config.model_copy()
+    config.max_pages = None  # the budget is the crawl's: a revisit stores no page
+    revisits = RevisitOptions(options.window, options.continuous, discovery=False,
+                              reread_robots=True)  # fmt: skip
+    return Crawler(config, backend, services=services, revisits=revisits)
+
+
 class Recrawler:
     def __init__(self, job_dir: Path, config: CrawlConfig, options: RecrawlOptions) -> None:
-        from trawler.engine import Crawler
         from trawler.store.embedded import EmbeddedBackend
 
-        config = config.model_copy()
-        config.max_pages = None  # the budget is the crawl's: a revisit stores no page
         self.options = options
-        revisits = RevisitOptions(options.window, options.continuous, discovery=False,
-                                  reread_robots=True)  # fmt: skip
-        self.crawler = Crawler(config, EmbeddedBackend(job_dir), revisits=revisits)
+        self.crawler = revisit_crawler(config, EmbeddedBackend(job_dir), options)
 
     def stop(self) -> None:
         self.crawler.stop()

@@ -63,8 +63,8 @@ class RecrawlStore:
     def seed(self) -> int:
         """Revisit state for each stored 2xx page that has none yet: version 1 is the
         crawl's page, validators come from its WARC record, the first estimate from
-        its sitemap <lastmod>. Only pages stored since the last call are read after the
-        first. Returns the pages seeded."""
+        its sitemap <changefreq> or <lastmod> (recrawl.prior_rate). Only pages stored
+        since the last call are read after the first. Returns the pages seeded."""
         rows, self._seeded_upto = v.unseeded_pages(self.conn, self._seeded_upto)
         if rows:
             with self.conn:
@@ -86,11 +86,12 @@ class RecrawlStore:
 
     def _first_state(self, row: tuple, window: RevisitWindow) -> v.RevisitState:
         url, host, final_url, fetched_at, *_rest = row
-        sha, simhash, warc_file, warc_offset, lastmod = row[7], row[8], row[11], row[12], row[13]
+        sha, simhash, warc_file, warc_offset = row[7], row[8], row[11], row[12]
+        lastmod, changefreq = row[13], row[14]
         etag, last_modified = self._archived_validators(warc_file, warc_offset)
         changed_at = lastmod_epoch(lastmod)
         age = fetched_at - changed_at if changed_at is not None else None
-        rate = prior_rate(None, age, window)
+        rate = prior_rate(changefreq, age, window)
         due = fetched_at + window.interval_s(rate)
         return v.RevisitState(url, host or "", final_url or url, etag, last_modified, sha,
                               simhash, 1, fetched_at, fetched_at, due, rate)  # fmt: skip

@@ -50,6 +50,9 @@ class RobotsGate:
         """``shared``: the fetches of the process's other jobs (Services)."""
         self.fetcher = fetcher
         self.shared = shared
+        # False: the process's copies are not read (still offered): a revisit pass asked
+        # for now wants the rules as they are now, not as another job found them.
+        self.read_shared = True
         # Not part of the fetch profile: robots.txt bodies are kept and shared, and each
         # job reads them with its own token (a verdict is never shared).
         self.robots_token = robots_token
@@ -86,7 +89,7 @@ class RobotsGate:
         restart) while it is fresh, else over the network."""
         profile = self.fetcher.profile
         kept = await frontier.shared_robots(site, profile)
-        if kept is None and self.shared is not None:
+        if kept is None and self.shared is not None and self.read_shared:
             kept = self.shared.get(site, profile, time.monotonic())
         if kept is not None:
             entry = entry_from_kept(

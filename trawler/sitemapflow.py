@@ -60,6 +60,7 @@ def sitemap_outcome(
         if reason is not None or (links.max_depth is not None and depth > links.max_depth):
             links.rejected[reason or "max_depth"] += 1
             continue
-        out.append(replace(links.request(url, depth, request.url), lastmod=entry.lastmod))
+        listed = links.request(url, depth, request.url)
+        out.append(replace(listed, lastmod=entry.lastmod, changefreq=entry.changefreq))
     counters["sitemaps.urls"] += len(doc.urls)
     return out, len(doc.urls) + len(doc.sitemaps)

@@ -44,6 +44,8 @@ _ABSOLUTE_HTTP = re.compile(
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
 Kind = Literal["urlset", "index", "text", "feed", "invalid"]
+# sitemaps.org protocol: the values <changefreq> may take (others are ignored).
+CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
 
 
 @dataclass(slots=True)
@@ -53,6 +55,7 @@ class SitemapEntry:
     loc: str  # absolute http(s) URL, surrounding whitespace removed, entities decoded
     lastmod: str | None = None  # as written in the document
     lastmod_ts: float | None = None  # lastmod as a Unix timestamp, when it parses
+    changefreq: str | None = None  # <changefreq>, one of CHANGEFREQS (lowercased), else None
 
 
 @dataclass(slots=True)
@@ -137,6 +140,9 @@ _ROOTS: dict[str, tuple[Kind, str, str, str]] = {
 }
 
 
+_CHANGEFREQ = "changefreq"  # a urlset entry's field; no feed element has that name
+
+
 class _XmlCollector:
     """Expat callbacks that turn entries into a SitemapDoc as they close.
 
@@ -156,6 +162,7 @@ class _XmlCollector:
         self.text: list[str] = []
         self.loc: str | None = None
         self.lastmod: str | None = None
+        self.changefreq: str | None = None
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         self.depth += 1
@@ -167,7 +174,8 @@ class _XmlCollector:
         if not self.entry_depth:
             if local == entry:
                 self.entry_depth, self.loc, self.lastmod = self.depth, None, None
-        elif self.depth == self.entry_depth + 1 and local in (loc_name, date_name):
+                self.changefreq = None
+        elif self.depth == self.entry_depth + 1 and local in (loc_name, date_name, _CHANGEFREQ):
             self.field, self.text = local, []
             if local == "link" and "href" in attrs:  # Atom
                 # RFC 4287 §4.2.7.2: no rel means "alternate"; §4.1.1 allows one alternate
@@ -189,6 +197,8 @@ class _XmlCollector:
             assert self.shape is not None
             if self.field == self.shape[2]:
                 self.loc = value
+            elif self.field == _CHANGEFREQ:
+                self.changefreq = value.lower() if value.lower() in CHANGEFREQS else None
             else:
                 self.lastmod = value or None
             self.field = None
@@ -212,7 +222,8 @@ class _XmlCollector:
         if doc.kind == "index":
             doc.sitemaps.append(loc)
         else:
-            doc.urls.append(SitemapEntry(loc, self.lastmod, parse_lastmod(self.lastmod)))
+            doc.urls.append(SitemapEntry(loc, self.lastmod, parse_lastmod(self.lastmod),
+                                         self.changefreq))  # fmt: skip
 
 
 class _Refused(_Stop):

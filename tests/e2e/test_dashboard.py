@@ -341,3 +341,31 @@ def test_the_exports_download_with_the_token(
         assert saved.read_bytes() == expected.content and len(expected.content) > 100
     assert console.errors == []
     page.context.close()
+
+
+def test_a_finished_job_is_recrawled_from_its_page(
+    browser: Browser, live: ServeProcess, site: Served
+) -> None:
+    """The job page's Recrawl button: enabled once the job is finished, a revisit
+    pass through the API, the job finished again after it (a later finished_at)."""
+    serve = live
+    with serve.client() as client:
+        job_id = create_job(client, site, max_pages=5, delay=0.05)
+    wait_until(lambda: job_state(serve, job_id) == "finished", 60, "the job to finish")
+    first_end = finished_at(serve, job_id)
+    page, console = open_dashboard(browser, serve.base, serve.token, route=f"jobs/{job_id}")
+    detail = page.locator("[data-testid=job-detail]")
+    button = detail.locator("button[data-action=recrawl]")
+    expect(button).to_be_enabled(timeout=WAIT_MS)
+    expect(detail.locator("button[data-action=resume]")).to_be_disabled()
+    button.click()
+    wait_until(lambda: (finished_at(serve, job_id) or 0) > first_end, 60, "the pass to end")
+    expect(detail.locator("[data-field=state]")).to_have_text("finished", timeout=WAIT_MS)
+    assert console.errors == []
+    page.context.close()
+
+
+def finished_at(serve: ServeProcess, job_id: str) -> float | None:
+    with serve.client() as client:
+        job = client.get(f"/api/v1/jobs/{job_id}").json()
+    return job["finished_at"] if job["state"] == "finished" else None

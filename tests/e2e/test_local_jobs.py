@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -217,3 +218,31 @@ async def test_a_crawl_started_later_obeys_the_stored_controls(
     assert out.returncode == 0, out.stderr
     hosts = {e["host"] for e in server.log("C/1.0")}
     assert hosts == {server.site.netloc(1)}, hosts
+
+
+async def test_a_finished_job_is_revisited_at_once(server: LatencyServer, tmp_path: Path) -> None:
+    """``recrawl`` right after ``wait`` (the job's run may still be ending here: its
+    lock not yet freed) starts a pass: every stored page asked once more, the job
+    running, then finished again."""
+    data = tmp_path / "data"
+    async with jobs_of(data) as jobs:
+        job_id = await jobs.submit(server.seeds[:1], job_config("A", 0.05))
+        assert await jobs.wait(job_id, 60) is JobState.FINISHED
+        mark = len(server.log("A/1.0"))
+        await jobs.recrawl(job_id)
+        assert (await jobs.info(job_id)).state is JobState.RUNNING
+        assert await jobs.wait(job_id, 60) is JobState.FINISHED
+        events = (await jobs.info(job_id)).events
+    assert [(e.to_state, e.reason) for e in events[-2:]] == [
+        (JobState.RUNNING, "recrawl"), (JobState.FINISHED, "recrawl done"),
+    ]  # fmt: skip
+    revisited = fetched_urls(server.log("A/1.0")[mark:])
+    assert set(revisited) == html_pages(job_dir(data, job_id)) and max(revisited.values()) == 1
+
+
+def html_pages(job_data: Path) -> set[str]:
+    """The stored pages a pass revisits: 2xx, no error (not_html downloads are not)."""
+    with sqlite3.connect(job_data / "trawler.db") as conn:
+        rows = conn.execute("SELECT url FROM pages WHERE kind = 'page' AND error IS NULL"
+                            " AND status BETWEEN 200 AND 299")  # fmt: skip
+        return {url for (url,) in rows}

@@ -24,10 +24,7 @@ import pytest
 from tests.unit.test_analysis_same import HOST, Page, hostile_pages, site_pages
 from trawler.analysis import Analysis, AnalysisPool, analyse, analyse_sitemap
 from trawler.config import CrawlConfig
-from trawler.records import CrawlRequest
 
-# CrawlRequest fields added after the values were pinned (None by default).
-ADDED_REQUEST_FIELDS = ("revisit",)
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "analysis_golden.json"
 CONFIGS = {
     "defaults": CrawlConfig(),
@@ -49,23 +46,23 @@ def _plain(value: object) -> object:
     return value
 
 
-def _request(request: CrawlRequest) -> dict[str, object]:
-    """A request's fields, less those added since the values were pinned while they
-    hold their default (a new field must not change what an analysis says)."""
-    fields = asdict(request)
-    for name in ADDED_REQUEST_FIELDS:
-        if fields[name] is None:
-            del fields[name]
-    return fields
+# Fields added to the records since the values were pinned (issue 15): left out of the digest
+# while empty (None), so the pin still checks every value it checked.
+ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq"})
+
+
+def _fields(record: object) -> dict[str, object]:
+    return {k: _plain(v) for k, v in asdict(record).items()  # type: ignore[call-overload]
+            if not (k in ADDED_SINCE and v is None)}  # fmt: skip
 
 
 def summary(analysis: Analysis) -> dict[str, object]:
     """The fingerprints by name, and a digest of everything the analysis says."""
     page = analysis.outcome.page
     whole = {
-        "page": {k: _plain(v) for k, v in asdict(page).items()},
+        "page": _fields(page),
         "redirect_to": analysis.outcome.redirect_to,
-        "requests": [_request(r) for r in analysis.requests],
+        "requests": [_fields(r) for r in analysis.requests],
         "rejected": sorted(analysis.rejected.items()),
         "canonical_elsewhere": analysis.canonical_elsewhere,
     }
@@ -82,7 +79,7 @@ def summary(analysis: Analysis) -> dict[str, object]:
 
 def sitemap_summary(pool: AnalysisPool, page: Page) -> dict[str, object]:
     found = analyse_sitemap(pool.analyser, *page)
-    requests = [_request(r) for r in found.requests]
+    requests = [_fields(r) for r in found.requests]
     text = json.dumps([requests, found.listed, sorted(found.rejected.items())], sort_keys=True)
     return {"fps": [r.fp for r in found.requests[:5]], "requests": len(requests),
             "digest": hashlib.sha256(text.encode()).hexdigest()}  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 
 from trawler.config import CrawlConfig
 from trawler.jobs.embedded import EmbeddedJobStore
-from trawler.jobs.model import InvalidTransition, JobState, UnknownJob
+from trawler.jobs.model import InvalidTransition, JobState, NotRevisitable, UnknownJob
 from trawler.jobs.store import JobStore
 
 S = JobState
@@ -178,3 +178,32 @@ async def test_a_new_registry_opened_by_many_at_once(tmp_path: Path) -> None:
         await asyncio.gather(
             controls.state(), controls.block("a.example"), jobs.create(CONFIG), controls.version()
         )
+
+
+@pytest.mark.parametrize("ended", [S.FINISHED, S.CANCELLED])
+async def test_an_ended_job_reopens_for_a_revisit_pass_only(tmp_path: Path, ended: S) -> None:
+    """Embedded only (the API's recrawl): finished or cancelled → running, its end time
+    cleared until it ends again; resume stays refused; other states are refused."""
+    store = EmbeddedJobStore(tmp_path / "data")
+    job_id = await store.create(CONFIG)
+    for state in (S.RUNNING, ended):
+        await store.transition(job_id, state)
+    with pytest.raises(InvalidTransition):
+        await store.transition(job_id, S.RUNNING)  # a resume: the crawl is over
+    reopened = await store.reopen(job_id, "recrawl")
+    assert (reopened.state, reopened.finished_at) == (S.RUNNING, None)
+    again = await store.transition(job_id, ended, "recrawl done")
+    assert again.finished_at is not None and again.started_at == reopened.started_at
+    events = [(e.from_state, e.to_state, e.reason) for e in await store.events(job_id)][-2:]
+    assert events == [(ended, S.RUNNING, "recrawl"), (S.RUNNING, ended, "recrawl done")]
+
+
+@pytest.mark.parametrize("path", [[], [S.RUNNING], [S.PAUSED], [S.RUNNING, S.FAILED]])
+async def test_a_job_whose_crawl_is_not_over_does_not_reopen(tmp_path: Path, path: list[S]) -> None:
+    store = EmbeddedJobStore(tmp_path / "data")
+    job_id = await store.create(CONFIG)
+    for state in path:
+        await store.transition(job_id, state)
+    with pytest.raises(NotRevisitable, match="needs a finished or cancelled job"):
+        await store.reopen(job_id, "recrawl")
+    assert await store.state(job_id) is (path[-1] if path else S.PENDING)

@@ -86,13 +86,28 @@ class TestUrlset:
         )
         doc = parse_sitemap(body, SITEMAP_URL)
         assert doc.urls == [
-            SitemapEntry("https://example.com/a", "2024-03-01", utc(2024, 3, 1)),
+            SitemapEntry("https://example.com/a", "2024-03-01", utc(2024, 3, 1), "daily"),
             SitemapEntry(
-                "https://example.com/b", "2024-03-01T12:30:00+02:00", utc(2024, 3, 1, 10, 30)
+                "https://example.com/b",
+                "2024-03-01T12:30:00+02:00",
+                utc(2024, 3, 1, 10, 30),
+                "daily",
             ),
-            SitemapEntry("https://example.com/c", "yesterday", None),
-            SitemapEntry("https://example.com/d", None, None),
+            SitemapEntry("https://example.com/c", "yesterday", None, "daily"),
+            SitemapEntry("https://example.com/d", None, None, "daily"),
         ]
+
+    @pytest.mark.parametrize(
+        ("given", "kept"),
+        [("weekly", "weekly"), (" Never ", "never"), ("ALWAYS", "always"), ("often", None),
+         ("", None)],
+    )  # fmt: skip
+    def test_changefreq_kept_when_the_protocol_knows_it(self, given: str, kept: str | None) -> None:
+        body = urlset(f"<url><loc>https://example.com/a</loc><changefreq>{given}</changefreq>"
+                      "<image:image><image:changefreq>daily</image:changefreq></image:image>"
+                      "</url><url><loc>https://example.com/b</loc></url>")  # fmt: skip
+        doc = parse_sitemap(body, SITEMAP_URL)
+        assert [entry.changefreq for entry in doc.urls] == [kept, None]
 
     def test_whitespace_and_entities_in_loc(self) -> None:
         body = urlset(url("\n   https://example.com/q?a=1&amp;b=2&#38;c=3  \n"))

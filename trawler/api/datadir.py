@@ -24,6 +24,7 @@ from trawler.config import CrawlConfig
 from trawler.jobs.embedded import EmbeddedJobStore
 from trawler.jobs.layout import REGISTRY_NAME
 from trawler.jobs.model import JobInfo, JobState, UnknownJob, check_transition
+from trawler.recrawl import RevisitWindow
 from trawler.store import sqlite_read
 from trawler.store.sqlite import DB_NAME, NotTrawlerData, connect
 
@@ -108,6 +109,10 @@ class DataDirJobs:
             raise JobControlUnavailable(NO_RUNNER)
         await self._store_call(self.store.transition(job_id, wanted, "api"))
         return await self.get_job(job_id)
+
+    async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
+        await self.get_job(job_id)  # UnknownJob: 404
+        raise JobControlUnavailable(NO_RUNNER)
 
     def reader(self, job_id: str) -> SqliteJobReader:
         if self._registry:

@@ -27,6 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from trawler.config import CrawlConfig
 from trawler.jobs.model import JobInfo, JobState, UnknownJob
+from trawler.recrawl import RevisitWindow
 from trawler.store.search import SearchHit
 from trawler.store.sqlite_read import PageFilter
 
@@ -37,6 +38,10 @@ class JobControlUnavailable(RuntimeError):
 
 class SearchUnavailable(JobControlUnavailable):
     """This backend has no full-text index (the API answers 501)."""
+
+
+class VersionsUnavailable(JobControlUnavailable):
+    """This backend keeps no page versions (the API answers 501)."""
 
 
 class StoreUnavailable(RuntimeError):
@@ -57,8 +62,19 @@ class JobReader(Protocol):
 
     def close(self) -> None: ...
 
-    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
-        """The rows of `trawler export`, streamed (reading stops at ``close``)."""
+    def export_rows(
+        self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
+    ) -> Iterator[dict]:
+        """The rows of `trawler export --versions`, streamed (reading stops at ``close``):
+        a revisited page's latest version, or ``all`` of them (``VersionsUnavailable``
+        at the call, not while streaming, where the backend keeps none)."""
+
+    def export_columns(self) -> tuple[str, ...]:
+        """The export's columns (``version`` too once a page has a later version)."""
+
+    def versions(self, url: str, text: bool) -> list[dict]:
+        """A normalised URL's versions, oldest first, as `trawler versions URL` (empty
+        when not stored or not revisited yet; ``VersionsUnavailable``)."""
 
     def pages(
         self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False
@@ -111,6 +127,11 @@ class JobService(Protocol):
     async def change_state(self, job_id: str, wanted: JobState) -> JobInfo:
         """Pause (PAUSED), resume (RUNNING) or cancel (CANCELLED) a job;
         ``InvalidTransition`` when its state does not allow it."""
+
+    async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
+        """Start a revisit pass of the job's stored pages (jobs/local.py ``recrawl``);
+        ``InvalidTransition`` when the job's state does not allow it,
+        ``JobControlUnavailable`` where this backend has none."""
 
     def reader(self, job_id: str) -> JobReader:
         """The job's stored data; ``UnknownJob`` if there is no such job, ``NoCrawlData``

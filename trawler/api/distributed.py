@@ -21,7 +21,7 @@ import psycopg
 import redis
 from psycopg_pool import ConnectionPool
 
-from trawler.api.deps import StoreUnavailable
+from trawler.api.deps import JobControlUnavailable, StoreUnavailable
 from trawler.api.pgreader import SEARCH_LATER, PostgresJobReader
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_conn import connect_redis
@@ -29,6 +29,7 @@ from trawler.frontier.redis_view import FrontierView
 from trawler.frontier.workers import WorkerRegistry
 from trawler.jobs.model import JobInfo, JobState, UnknownJob
 from trawler.jobs.postgres import PostgresJobStore
+from trawler.recrawl import RevisitWindow
 from trawler.seeds import SeedSpool
 from trawler.store import postgres_read
 from trawler.store.postgres import PostgresStore
@@ -96,6 +97,13 @@ class DistributedJobs:
         _check_id(job_id)
         await self._call(lambda: self.jobs.transition(job_id, wanted, "api"))
         return await self.get_job(job_id)
+
+    async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
+        await self.get_job(job_id)  # UnknownJob: 404
+        raise JobControlUnavailable(
+            "recrawl: distributed jobs keep no page versions yet; revisits run on the"
+            " embedded backend (trawler serve --data DIR, trawler recrawl)"
+        )
 
     def reader(self, job_id: str) -> PostgresJobReader:
         _check_id(job_id)

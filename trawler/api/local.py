@@ -17,6 +17,7 @@ from trawler.api.datadir import DataDirJobs
 from trawler.config import CrawlConfig
 from trawler.jobs.local import LocalJobs
 from trawler.jobs.model import JobInfo, JobState
+from trawler.recrawl import RevisitWindow
 
 
 class LocalJobService(DataDirJobs):
@@ -34,6 +35,10 @@ class LocalJobService(DataDirJobs):
         change = {JobState.PAUSED: self.jobs.pause, JobState.RUNNING: self.jobs.resume,
                   JobState.CANCELLED: self.jobs.cancel}[wanted]  # fmt: skip
         await self._store_call(change(job_id))
+        return await self.get_job(job_id)
+
+    async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
+        await self._store_call(self.jobs.recrawl(job_id, window))
         return await self.get_job(job_id)
 
     async def workers(self) -> list[dict]:

@@ -19,17 +19,19 @@ import psycopg
 import redis
 from psycopg_pool import ConnectionPool
 
-from trawler.api.deps import SearchUnavailable, StoreUnavailable
+from trawler.api.deps import SearchUnavailable, StoreUnavailable, VersionsUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
+from trawler.store.sqlite_export import EXPORT_COLUMNS
 from trawler.store.sqlite_hosts import current_interval_s, host_row
 from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
+VERSIONS_LATER = "page versions are kept by embedded jobs only for now (trawler recrawl)"
 _FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
              redis.TimeoutError)  # fmt: skip
 
@@ -76,8 +78,18 @@ class PostgresJobReader:
         if conn is not None:
             _give_back(self.pool, conn)
 
-    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
+    def export_rows(
+        self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
+    ) -> Iterator[dict]:
+        if versions != "latest":  # raised here, before the answer starts
+            raise VersionsUnavailable(VERSIONS_LATER)
         return pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
+
+    def export_columns(self) -> tuple[str, ...]:
+        return EXPORT_COLUMNS
+
+    def versions(self, url: str, text: bool) -> list[dict]:
+        raise VersionsUnavailable(VERSIONS_LATER)
 
     def pages(
         self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False

@@ -14,6 +14,7 @@ from trawler.jobs.model import JobState
 
 # The `responses` argument of a route: status → its OpenAPI description.
 Responses = dict[int | str, dict[str, Any]]
+REVISIT_S_MAX = 10 * 365 * 86400.0  # a revisit window's bound: ten years, and finite
 
 
 class Problem(BaseModel):
@@ -46,6 +47,16 @@ class Job(BaseModel):
     finished_at: float | None
     estimated_completion: float | None  # Unix time, when it can be told
     options: dict[str, Any]
+
+
+class RecrawlRequest(BaseModel):
+    """A revisit pass's window: the bounds each page's next-visit estimate is clamped
+    to (`trawler recrawl --revisit-min/--revisit-max`), seconds; null: the job's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    revisit_min_s: float | None = Field(default=None, gt=0, le=REVISIT_S_MAX)
+    revisit_max_s: float | None = Field(default=None, gt=0, le=REVISIT_S_MAX)
 
 
 class JobList(BaseModel):
@@ -112,6 +123,7 @@ class PageRow(BaseModel):
     duplicate_of: str | None
     simhash: str | None
     sitemap_lastmod: str | None
+    sitemap_changefreq: str | None = None  # embedded jobs only for now
     error: str | None
     warc_file: str | None
     warc_offset: int | None
@@ -123,6 +135,34 @@ class PageList(BaseModel):
     total: int
     offset: int
     limit: int
+
+
+class PageVersion(BaseModel):
+    """One version of a page, as `trawler versions URL` prints it: version 1 is the
+    crawl's, each later one a revisit that found a change (or found the page gone)."""
+
+    url: str
+    version: int
+    fetched_at: float
+    final_url: str | None
+    status: int | None
+    content_type: str | None
+    content_length: int | None
+    content_sha256: str | None
+    simhash: str | None
+    distance: int | None  # SimHash bits from the version before (null for version 1)
+    title: str | None
+    etag: str | None
+    last_modified: str | None
+    warc_file: str | None
+    warc_offset: int | None
+    gone: bool  # the page answered 404 or 410
+    text: str | None = None  # with ?text=true
+
+
+class VersionList(BaseModel):
+    url: str  # as normalised
+    versions: list[PageVersion]
 
 
 class ErrorRow(BaseModel):

@@ -11,9 +11,11 @@ from pathlib import Path
 from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
+from trawler.export_versions import has_versions, versioned_rows
 from trawler.store import search, sqlite_hosts, sqlite_read
-from trawler.store.sqlite import NotTrawlerData, connect
-from trawler.store.sqlite_export import iter_pages
+from trawler.store.sqlite import NotTrawlerData, connect, has_table
+from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
+from trawler.store.versions import versions_of
 
 
 class SqliteJobReader:
@@ -54,8 +56,22 @@ class SqliteJobReader:
     def _robots_token(self) -> str:
         return self.config.robots_token if self.config is not None else ""
 
-    def export_rows(self, include_noindex: bool, kinds: frozenset[str]) -> Iterator[dict]:
-        return iter_pages(self.conn, include_noindex, kinds)
+    def export_rows(
+        self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
+    ) -> Iterator[dict]:
+        rows = iter_pages(self.conn, include_noindex, kinds)
+        return versioned_rows(self.conn, rows, versions) if has_versions(self.conn) else rows
+
+    def export_columns(self) -> tuple[str, ...]:
+        return (*EXPORT_COLUMNS, "version") if has_versions(self.conn) else EXPORT_COLUMNS
+
+    def versions(self, url: str, text: bool) -> list[dict]:
+        if not has_table(self.conn, "page_versions"):
+            return []  # never revisited: no versions beyond its pages
+        rows = list(versions_of(self.conn, url, latest_only=False))
+        for row in rows if not text else ():
+            row.pop("text")
+        return rows
 
     def pages(
         self, wanted: sqlite_read.PageFilter, offset: int, limit: int, newest_first: bool = False

@@ -50,7 +50,7 @@ QueueItem = tuple[int, int, CrawlRequest]
 BEFORE_ALL: Key = (-1, -1)
 
 _REFILL = (
-    "SELECT depth, seq, url, parent_url, fp, attempts, kind, lastmod FROM urls"
+    "SELECT depth, seq, url, parent_url, fp, attempts, kind, lastmod, changefreq FROM urls"
     f" WHERE host = ? AND (depth, seq) > (?, ?) AND state = {QUEUED} AND seq <= ?"
     " ORDER BY depth, seq LIMIT ?"
 )
@@ -107,15 +107,16 @@ class DiskQueues:
         new_seq, rows = self._new_seq, []
         for r in requests:
             seq = new_seq[r.fp] = next(self._seq)
-            rows.append((r.host, r.depth, seq, r.fp, r.url, r.parent_url, r.kind, r.lastmod))
+            rows.append((r.host, r.depth, seq, r.fp, r.url, r.parent_url, r.kind, r.lastmod,
+                         r.changefreq))  # fmt: skip
         # In key order, each host's new rows go into its B-tree leaf one after the
         # other and the leaves are visited once, in order (in discovery order, every
         # row was a walk from the root to another host's leaf).
         rows.sort()
         for chunk in _chunks(rows):
             conn.executemany(
-                "INSERT INTO urls (host, depth, seq, fp, url, parent_url, kind, lastmod)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO urls (host, depth, seq, fp, url, parent_url, kind, lastmod,"
+                " changefreq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 chunk,
             )
         added = Counter(r.host for r in requests)
@@ -230,10 +231,11 @@ class DiskQueues:
         ).fetchall()
         self.rows_read += len(rows)
         leased = self._leased
-        for depth, seq, url, parent, fp, attempts, kind, lastmod in rows:
+        for depth, seq, url, parent, fp, attempts, kind, lastmod, changefreq in rows:
             queue.cursor = (depth, seq)
             if fp not in leased:
-                request = CrawlRequest(url, depth, parent, host, fp, attempts, kind, lastmod)
+                request = CrawlRequest(url, depth, parent, host, fp, attempts, kind, lastmod,
+                                       changefreq=changefreq)  # fmt: skip
                 heapq.heappush(queue.window, (depth, seq, request))
         if len(rows) < wanted and queue.on_disk > 0:  # counts drifted: trust the rows
             self.queued -= queue.on_disk

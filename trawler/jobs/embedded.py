@@ -27,6 +27,7 @@ from trawler.jobs.model import (
     JobInfo,
     JobState,
     UnknownJob,
+    check_revisit,
     check_transition,
 )
 from trawler.jobs.store import DEFAULT_PAGE, job_options
@@ -176,19 +177,7 @@ class EmbeddedJobStore:
             with write_transaction(conn):
                 info = _select_job(conn, job_id)
                 check_transition(job_id, info.state, state)
-                now = time.time()
-                conn.execute(
-                    "UPDATE jobs SET state = ?,"
-                    " started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END,"
-                    " finished_at = CASE WHEN ? THEN ? ELSE finished_at END WHERE id = ?",
-                    (state.value, state is JobState.RUNNING, now, state.ended, now, job_id),
-                )
-                conn.execute(
-                    "INSERT INTO job_events (job_id, from_state, to_state, at, reason)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (job_id, info.state.value, state.value, now, reason),
-                )
-                return _select_job(conn, job_id)
+                return _record_change(conn, info, state, reason)
 
         return await self._run(change)
 
@@ -243,6 +232,20 @@ class EmbeddedJobStore:
 
         return await self._run(select)
 
+    async def reopen(self, job_id: str, reason: str) -> JobInfo:
+        """A finished or cancelled job running again for a revisit pass (jobs/model.py
+        ``REVISITABLE``; ``NotRevisitable`` otherwise), checked and recorded in one
+        step like ``transition``; its ``finished_at`` is cleared until it ends again."""
+
+        def change(conn: sqlite3.Connection) -> JobInfo:
+            with write_transaction(conn):
+                info = _select_job(conn, job_id)
+                check_revisit(job_id, info.state)
+                conn.execute("UPDATE jobs SET finished_at = NULL WHERE id = ?", (job_id,))
+                return _record_change(conn, info, JobState.RUNNING, reason)
+
+        return await self._run(change)
+
     async def _update(self, job_id: str, assignment: str, value: Any) -> None:
         def update(conn: sqlite3.Connection) -> int:
             return conn.execute(
@@ -277,6 +280,24 @@ def _event(row: Sequence[Any]) -> JobEvent:
     job_id, from_state, to_state, at, reason = row
     return JobEvent(job_id, JobState(from_state) if from_state else None, JobState(to_state),
                     at, reason)  # fmt: skip
+
+
+def _record_change(
+    conn: sqlite3.Connection, info: JobInfo, state: JobState, reason: str
+) -> JobInfo:
+    """The job's new state and its event, inside the caller's checked transaction."""
+    now = time.time()
+    conn.execute(
+        "UPDATE jobs SET state = ?,"
+        " started_at = CASE WHEN ? AND started_at IS NULL THEN ? ELSE started_at END,"
+        " finished_at = CASE WHEN ? THEN ? ELSE finished_at END WHERE id = ?",
+        (state.value, state is JobState.RUNNING, now, state.ended, now, info.id),
+    )
+    conn.execute(
+        "INSERT INTO job_events (job_id, from_state, to_state, at, reason) VALUES (?, ?, ?, ?, ?)",
+        (info.id, info.state.value, state.value, now, reason),
+    )
+    return _select_job(conn, info.id)
 
 
 def _select_job(conn: sqlite3.Connection, job_id: str) -> JobInfo:

@@ -23,6 +23,9 @@ controls kept there (``EmbeddedControlStore``), one ``JobRunner`` with one
 - Opening resumes what a previous process left: jobs ``running`` whose process
   is gone and jobs paused with the reason ``shutdown``; pending ones start.
   Closing pauses running jobs with the reason ``shutdown``.
+- ``recrawl``: a revisit pass of a finished or cancelled job's stored pages (issue
+  15), run here under the job's lock and a slot like any run; the job is
+  ``running`` while it lasts, then back to the state it had.
 - Blocklist and politeness are stored first (so every process crawling the
   directory obeys them: jobs/controls.py), then applied here at once; changes
   made by another process are followed within ``follow_interval_s``.
@@ -34,7 +37,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -47,10 +50,20 @@ from trawler.jobs.embedded_controls import EmbeddedControlStore
 from trawler.jobs.handover import NoFreeSlot, mark_orphans, one_line, seed_chunks, seed_job
 from trawler.jobs.jobdata import job_backend, record_run_end, record_run_start
 from trawler.jobs.layout import has_single_job_layout, job_dir, job_numbers, move_single_job_layout
-from trawler.jobs.model import InvalidTransition, JobEvent, JobInfo, JobState, check_transition
+from trawler.jobs.model import (
+    InvalidTransition,
+    JobEvent,
+    JobInfo,
+    JobState,
+    NotRevisitable,
+    check_revisit,
+    check_transition,
+)
 from trawler.jobs.runner import JobRunner
 from trawler.jobs.store import DEFAULT_PAGE
 from trawler.locks import JobBusy, lock_data_dir, lock_job
+from trawler.recrawl import RevisitWindow
+from trawler.recrawl_run import RecrawlOptions
 from trawler.services import PolitenessSettings, Services
 
 log = logging.getLogger("trawler")
@@ -202,6 +215,39 @@ class LocalJobs:
         else:
             await self.store.transition(job_id, JobState.CANCELLED, "user")
 
+    async def recrawl(self, job_id: str, window: RevisitWindow | None = None) -> None:
+        """Revisit the job's stored pages once, here (`trawler recrawl --job ID`'s work,
+        sharing this process's politeness): the job, finished or cancelled, runs while
+        the pass lasts and then goes back to that state. ``window``: the revisit window
+        the pass's estimates are clamped to [the job's]. ``NotRevisitable`` (its state,
+        no stored page, another process has it), ``NoFreeSlot``, ``UnknownJob``."""
+        watcher = self._watchers.get(job_id)
+        if watcher is not None and self._open_runner().state(job_id).ended:
+            await asyncio.wait({watcher})  # its run just ended here: lock freed, end recorded
+        async with self._starting:
+            state = await self.store.state(job_id)
+            check_revisit(job_id, state)
+            if self._closing or self.runs(job_id):
+                raise NotRevisitable(job_id, state, "this process is closing or runs it already")
+            try:
+                await self._run_locked(job_id, partial(self._start_revisits, job_id, window))
+            except JobBusy as exc:
+                raise NotRevisitable(job_id, state, one_line(exc)) from None
+
+    async def _start_revisits(self, job_id: str, window: RevisitWindow | None) -> None:
+        state = await self.store.state(job_id)  # again, under the job's lock
+        check_revisit(job_id, state)
+        if self._free_slots() == 0:
+            raise NoFreeSlot(job_id, state, self.max_running_jobs or 0)
+        pages = (await asyncio.to_thread(job_numbers, job_dir(self.data_dir, job_id)))[0]
+        if pages == 0:
+            raise NotRevisitable(job_id, state, "it stored no page: nothing to revisit")
+        config = await self.store.config(job_id)
+        if window is None:
+            window = RevisitWindow(config.revisit_min_s, config.revisit_max_s)
+        self._configs[job_id] = config
+        await self._open_runner().start_revisits(job_id, config, RecrawlOptions(window), state)
+
     async def wait(self, job_id: str, timeout_s: float | None = None) -> JobState:
         """The job's state once it has ended, or after ``timeout_s``."""
         loop = asyncio.get_running_loop()
@@ -252,6 +298,9 @@ class LocalJobs:
     async def _record(self, event: JobEvent) -> None:
         """The runner's changes of state, recorded. One already made through the store
         (`trawler jobs pause` from a shell, followed here) is not made twice."""
+        if event.from_state is not None and event.from_state.ended:  # a revisit pass
+            await self.store.reopen(event.job_id, event.reason)
+            return
         try:
             await self.store.transition(event.job_id, event.to_state, event.reason)
         except InvalidTransition:
@@ -281,19 +330,23 @@ class LocalJobs:
             if self.runs(job_id) or self._closing:
                 return self.runs(job_id)
             try:
-                lock = await asyncio.to_thread(lock_job, job_dir(self.data_dir, job_id), job_id)
+                await self._run_locked(job_id, partial(self._start_locked, job_id, explicit))
             except JobBusy:
                 return False
-            try:
-                await self._start_locked(job_id, explicit)
-            except BaseException:
-                lock.close()
-                raise
-            self._job_locks[job_id] = lock
-            watcher = asyncio.create_task(self._watch(job_id))
-            self._watchers[job_id] = watcher
-            watcher.add_done_callback(partial(self._watched, job_id))
             return True
+
+    async def _run_locked(self, job_id: str, start: Callable[[], Awaitable[None]]) -> None:
+        """Take the job's lock (``JobBusy``), ``start`` its run, and watch for its end."""
+        lock = await asyncio.to_thread(lock_job, job_dir(self.data_dir, job_id), job_id)
+        try:
+            await start()
+        except BaseException:
+            lock.close()
+            raise
+        self._job_locks[job_id] = lock
+        watcher = asyncio.create_task(self._watch(job_id))
+        self._watchers[job_id] = watcher
+        watcher.add_done_callback(partial(self._watched, job_id))
 
     async def _start_locked(self, job_id: str, explicit: bool) -> None:
         state = await self.store.state(job_id)
@@ -355,7 +408,7 @@ class LocalJobs:
             if wanted is job.state:
                 continue
             if wanted is JobState.PAUSED and job.state is JobState.RUNNING:
-                await runner.pause(job.id, "user")
+                await runner.paused_elsewhere(job.id)
             elif wanted is JobState.RUNNING and job.state is JobState.PAUSED:
                 await runner.resume(job.id, "user")
             elif wanted.ended:

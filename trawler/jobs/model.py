@@ -61,6 +61,31 @@ class UnknownJob(KeyError):
     """No job has this id (the API: 404)."""
 
 
+# A revisit pass (POST /jobs/{id}/recrawl, issue 15) reopens a job whose crawl is over:
+# it runs, then goes back to the state it had. Not pending, running or paused jobs
+# (their crawl is not over: one run of a job at a time), nor failed ones (whatever
+# failed them is still there).
+REVISITABLE = frozenset({JobState.FINISHED, JobState.CANCELLED})
+
+
+class NotRevisitable(InvalidTransition):
+    """The job cannot have a revisit pass now (the API: 409); the message says why."""
+
+    def __init__(self, job_id: str, current: JobState, why: str) -> None:
+        super().__init__(job_id, current, JobState.RUNNING)
+        self.args = (f"job {job_id} is {current}: {why}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def check_revisit(job_id: str, current: JobState) -> None:
+    """Raise ``NotRevisitable`` unless a job in ``current`` may start a revisit pass."""
+    if current not in REVISITABLE:
+        raise NotRevisitable(job_id, current, "a recrawl pass needs a finished or cancelled"
+                             " job (the crawl is over)")  # fmt: skip
+
+
 def check_transition(job_id: str, current: JobState, wanted: JobState) -> None:
     """Raise ``InvalidTransition`` unless ``current`` may become ``wanted``."""
     if wanted not in TRANSITIONS[current]:

@@ -264,6 +264,11 @@ MIGRATIONS: tuple[str, ...] = (
     PAGE_TOTALS,
     # 8: revisits and page versions: see REVISITS.
     REVISITS,
+    # 9: a sitemap entry's <changefreq> (issue 15). NULL for now: the Redis frontier's
+    # queue entries do not carry it yet (frontier/redis_codec.py).
+    """
+    ALTER TABLE pages ADD COLUMN sitemap_changefreq text;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -63,6 +63,7 @@ URLS_TABLE = f"""CREATE TABLE IF NOT EXISTS urls (
     reason TEXT,                    -- why a URL was skipped (robots, ...)
     kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap
     lastmod TEXT,                   -- <lastmod> of the sitemap entry that listed it
+    changefreq TEXT,                -- <changefreq> of that entry (sitemaps.CHANGEFREQS)
     PRIMARY KEY (host, depth, seq)
 ) WITHOUT ROWID;"""
 
@@ -93,7 +94,8 @@ CREATE TABLE IF NOT EXISTS pages (
     fetch_duration_s REAL, error TEXT, warc_file TEXT, warc_offset INTEGER,
     canonical TEXT, noindex INTEGER, attempts INTEGER,
     host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT,
-    kind TEXT NOT NULL DEFAULT 'page' -- page or sitemap (store/kinds.py)
+    kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap (store/kinds.py)
+    sitemap_changefreq TEXT         -- <changefreq> of the sitemap entry that listed it
 );
 CREATE TABLE IF NOT EXISTS robots_fetches ( -- every robots.txt download, archived in the WARC
     id INTEGER PRIMARY KEY,
@@ -202,6 +204,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")  # one transaction: the WAL holds one copy
     ensure_search_schema(conn)
     _add_page_kinds(conn)
+    _add_changefreq(conn)
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     conn.commit()
@@ -215,6 +218,15 @@ def _add_page_kinds(conn: sqlite3.Connection) -> None:
     with conn:
         conn.execute("ALTER TABLE pages ADD COLUMN kind TEXT NOT NULL DEFAULT 'page'")
         conn.execute(f"UPDATE pages SET kind = 'sitemap' WHERE {IS_LISTED_SITEMAP}")
+
+
+def _add_changefreq(conn: sqlite3.Connection) -> None:
+    """Migrate a data directory from before sitemap <changefreq> was kept (issue 15)."""
+    with conn:
+        if not has_column(conn, "urls", "changefreq"):
+            conn.execute("ALTER TABLE urls ADD COLUMN changefreq TEXT")
+        if not has_column(conn, "pages", "sitemap_changefreq"):
+            conn.execute("ALTER TABLE pages ADD COLUMN sitemap_changefreq TEXT")
 
 
 # Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.

@@ -5,7 +5,7 @@ rows streamed in commit order, and the aggregate numbers of a job."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from trawler.outcome import NOT_HTML
 from trawler.store.kinds import (
@@ -29,8 +29,21 @@ EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
     "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
-    "error", "warc_file", "warc_offset", "kind",
+    "sitemap_changefreq", "error", "warc_file", "warc_offset", "kind",
 )  # fmt: skip
+# Export columns a data directory of an older Trawler opened read-only lacks (a writer
+# adds them: sqlite.connect): read as NULL.
+LATER_COLUMNS = frozenset({"sitemap_changefreq"})
+
+
+def select_list(columns: Sequence[str], has: Callable[[str], bool]) -> str:
+    """``columns`` for a SELECT, each of ``LATER_COLUMNS`` the store lacks as NULL."""
+    return ", ".join(c if c not in LATER_COLUMNS or has(c) else f"NULL AS {c}" for c in columns)
+
+
+def page_columns(conn: sqlite3.Connection) -> str:
+    """The export's columns but ``kind``, as a SELECT over ``pages`` reads them."""
+    return select_list(EXPORT_COLUMNS[:-1], lambda column: has_column(conn, "pages", column))
 
 
 def iter_pages(
@@ -56,7 +69,7 @@ def _iter_page_rows(
     kind = kind_expression(conn)
     wanted = ", ".join(f"'{name}'" for name in EXPORT_KINDS if name in kinds)  # known names
     where = f"{kind} IN ({wanted})" + ("" if include_noindex else " AND NOT noindex")
-    columns = ", ".join(EXPORT_COLUMNS[:-1])
+    columns = page_columns(conn)
     cursor = conn.execute(f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id")
     for row in cursor:
         record = dict(zip(EXPORT_COLUMNS, row, strict=True))

@@ -21,7 +21,7 @@ from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
 from trawler.store import sqlite_totals
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
-from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression
+from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression, page_columns
 from trawler.urls import host_key, origin
 
 URL_STATES = {QUEUED: "queued", DONE: "done", SKIPPED: "skipped", DEAD: "dead"}
@@ -128,7 +128,7 @@ def page_rows(
         where += f" AND {kind} = ?"
         args.append(wanted.kind)
     total = int(scalar(conn, f"SELECT count(*) FROM pages WHERE {where}", tuple(args)))
-    columns = ", ".join(EXPORT_COLUMNS[:-1])
+    columns = page_columns(conn)
     cursor = conn.execute(
         f"SELECT {columns}, {kind} FROM pages WHERE {where}"
         f" ORDER BY id{' DESC' if newest_first else ''} LIMIT ? OFFSET ?",

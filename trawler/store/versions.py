@@ -112,7 +112,8 @@ def unseeded_pages(conn: sqlite3.Connection, after_id: int = 0) -> tuple[list[tu
     top = conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0]
     rows = conn.execute(
         "SELECT url, host, final_url, fetched_at, status, content_type, content_length,"
-        " content_sha256, simhash, title, text, warc_file, warc_offset, sitemap_lastmod"
+        " content_sha256, simhash, title, text, warc_file, warc_offset, sitemap_lastmod,"
+        " sitemap_changefreq"
         " FROM pages WHERE id > ? AND id <= ? AND kind = 'page' AND status BETWEEN 200 AND 299"
         " AND error IS NULL AND url NOT IN (SELECT url FROM revisit_state) ORDER BY id",
         (after_id, top),
@@ -123,7 +124,7 @@ def unseeded_pages(conn: sqlite3.Connection, after_id: int = 0) -> tuple[list[tu
 def seed_version(conn: sqlite3.Connection, row: tuple, state: RevisitState) -> None:
     """Version 1 from the crawl's page row, and the page's first revisit state."""
     (url, _host, final_url, fetched_at, status, content_type, length, sha, simhash, title,
-     text, warc_file, warc_offset, _lastmod) = row  # fmt: skip
+     text, warc_file, warc_offset, _lastmod, _changefreq) = row  # fmt: skip
     conn.execute(
         f"INSERT OR IGNORE INTO page_versions ({', '.join(VERSION_COLUMNS)})"
         f" VALUES ({', '.join('?' for _ in VERSION_COLUMNS)})",

@@ -1,4 +1,5 @@
-"""A job's stored rows: the export (streamed), pages (filtered, paginated), errors."""
+"""A job's stored rows: the export (streamed), a page's versions, pages (filtered,
+paginated), errors."""
 
 from __future__ import annotations
 
@@ -12,11 +13,23 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from trawler.api.deps import JobReader, Service, unix
+from trawler.api.jobspec import invalid_query
 from trawler.api.routes.jobs import NOT_FOUND
-from trawler.api.schemas import ErrorList, ErrorRow, PageList, PageRow, Responses
+from trawler.api.schemas import (
+    ErrorList,
+    ErrorRow,
+    PageList,
+    PageRow,
+    PageVersion,
+    Problem,
+    Responses,
+    VersionList,
+)
 from trawler.export import RowWriter
+from trawler.jobs.model import UnknownJob
 from trawler.store import sqlite_read
 from trawler.store.kinds import DEFAULT_EXPORT_KINDS, parse_kinds
+from trawler.urls import normalise
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["job data"])
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
@@ -33,18 +46,29 @@ class Order(StrEnum):
     desc = "desc"
 
 
+class Versions(StrEnum):
+    latest = "latest"
+    all = "all"
+
+
 class Kind(StrEnum):
     page = "page"
     sitemap = "sitemap"
     robots = "robots"
 
 
+LATER: Responses = {501: {"model": Problem, "description": "This backend keeps no versions"}}
 EXPORTED: Responses = {
     200: {
         "description": "The rows of `trawler export`, streamed",
         "content": {media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()},
     },
     **NOT_FOUND,
+    **LATER,
+}
+VERSIONS: Responses = {
+    404: {"model": Problem, "description": "No job of that id, or no versions of that page"},
+    **LATER,
 }
 
 
@@ -55,23 +79,33 @@ def export(
     format: Format = Format.jsonl,
     kind: Annotated[list[Kind] | None, Query(description="Kinds of rows [page, sitemap].")] = None,
     include_noindex: bool = False,
+    versions: Annotated[
+        Versions, Query(description="Of a revisited page: its latest version, or all (a row each).")
+    ] = Versions.latest,
 ) -> StreamingResponse:
-    """The job's rows as JSON lines or CSV: the same rows as `trawler export`."""
+    """The job's rows as JSON lines or CSV: the same rows as `trawler export` (with a
+    `version` column once a page has been revisited and changed)."""
     kinds = parse_kinds(",".join(kind)) if kind else DEFAULT_EXPORT_KINDS
     reader = service.reader(job_id)  # before the answer starts: a 404 stays a 404
-    rows = _export_chunks(reader, format.value, include_noindex, kinds)
-    return StreamingResponse(rows, media_type=MEDIA_TYPES[format.value])
+    try:  # so is a 501 (a backend without versions)
+        rows = reader.export_rows(include_noindex, kinds, versions.value)
+        columns = reader.export_columns()
+    except BaseException:
+        reader.close()
+        raise
+    chunks = _export_chunks(reader, rows, format.value, columns)
+    return StreamingResponse(chunks, media_type=MEDIA_TYPES[format.value])
 
 
 def _export_chunks(
-    reader: JobReader, fmt: str, include_noindex: bool, kinds: frozenset[str]
+    reader: JobReader, rows: Iterator[dict], fmt: str, columns: tuple[str, ...]
 ) -> Iterator[str]:
     """The export in pieces of about CHUNK_CHARS; memory stays flat (Starlette runs a
     plain generator on a worker thread, so the reads do not block the loop)."""
     buffer = io.StringIO()
-    writer = RowWriter(buffer, fmt)
+    writer = RowWriter(buffer, fmt, columns)
     try:
-        for row in reader.export_rows(include_noindex, kinds):
+        for row in rows:
             writer.write(row)
             if buffer.tell() >= CHUNK_CHARS:
                 yield buffer.getvalue()
@@ -80,6 +114,26 @@ def _export_chunks(
         yield buffer.getvalue()
     finally:
         reader.close()
+
+
+@router.get("/versions", response_model=VersionList, responses=VERSIONS)
+def versions(
+    job_id: str,
+    service: Service,
+    url: Annotated[str, Query(max_length=8192, description="The page, as given or normalised.")],
+    text: Annotated[bool, Query(description="Include each version's text.")] = False,
+) -> VersionList:
+    """A page's versions, oldest first (`trawler versions URL`): 404 for a page not
+    stored, or not revisited yet (its only version is then its export row)."""
+    normalised = normalise(url)
+    if normalised is None:
+        raise invalid_query("url", f"not an http(s) URL: {url[:200]!r}")
+    with service.reader(job_id) as reader:
+        found = reader.versions(normalised, text)
+    if not found:
+        raise UnknownJob(f"no versions of {normalised} in job {job_id}"
+                         " (not stored, or not revisited yet)")  # fmt: skip
+    return VersionList(url=normalised, versions=[PageVersion(**row) for row in found])
 
 
 @router.get("/pages", response_model=PageList, responses=NOT_FOUND)

@@ -1,4 +1,4 @@
-"""Jobs: create, list, show, pause, resume, cancel."""
+"""Jobs: create, list, show, pause, resume, cancel, recrawl (a revisit pass)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 
 from trawler.api.deps import Service, Settings
 from trawler.api.jobspec import as_options, job_config, job_seeds
-from trawler.api.schemas import Job, JobList, JobRequest, Problem, Responses
+from trawler.api.schemas import Job, JobList, JobRequest, Problem, RecrawlRequest, Responses
 from trawler.jobs.model import JobInfo, JobState
+from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S, RevisitWindow
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 NOT_FOUND: Responses = {404: {"model": Problem, "description": "No job of that id"}}
@@ -79,6 +81,30 @@ async def pause_job(job_id: str, service: Service) -> Job:
 @router.post("/{job_id}/resume", response_model=Job, responses=CONTROL)
 async def resume_job(job_id: str, service: Service) -> Job:
     return job_view(await service.change_state(job_id, JobState.RUNNING))
+
+
+@router.post("/{job_id}/recrawl", status_code=202, response_model=Job, responses=CONTROL)
+async def recrawl_job(job_id: str, service: Service, body: RecrawlRequest | None = None) -> Job:
+    """Revisit the job's stored pages once, now, with conditional GET (`trawler recrawl
+    --job ID`): changed pages become new versions. The job, finished or cancelled, is
+    running while the pass lasts, then back to the state it had. 409 for a job in
+    another state, with no stored page, or with no free slot."""
+    given = body or RecrawlRequest()
+    job = await service.get_job(job_id)  # 404 before the body's window is judged
+    window = recrawl_window(given, job.options)
+    return job_view(await service.recrawl_job(job_id, window))
+
+
+def recrawl_window(body: RecrawlRequest, options: dict) -> RevisitWindow:
+    """The body's bounds, each one missing the job's own; 422 naming the field when
+    the window does not hold (its max below its min)."""
+    low = body.revisit_min_s or float(options.get("revisit_min_s") or DEFAULT_REVISIT_MIN_S)
+    high = body.revisit_max_s or float(options.get("revisit_max_s") or DEFAULT_REVISIT_MAX_S)
+    if high < low:
+        field = "revisit_max_s" if body.revisit_max_s is not None else "revisit_min_s"
+        msg = f"revisit_max_s ({high:g}) must not be below revisit_min_s ({low:g})"
+        raise RequestValidationError([{"loc": ("body", field), "msg": msg, "type": "value_error"}])
+    return RevisitWindow(low, high)
 
 
 @router.post("/{job_id}/cancel", response_model=Job, responses=CONTROL)

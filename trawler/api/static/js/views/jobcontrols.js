@@ -6,11 +6,14 @@ const ALLOWED = {
   pause: ['running'],
   resume: ['paused'],
   cancel: ['pending', 'running', 'paused'],
+  recrawl: ['finished', 'cancelled'], // a revisit pass of the stored pages (embedded)
 };
+// A job's row has these; its page adds recrawl (a pass is a deliberate act, not a row's).
+export const ROW_ACTIONS = ['pause', 'resume', 'cancel'];
 
-/** Pause / resume / cancel, and the two exports; refresh(job) keeps them in step. */
-export function jobControls(ctx, jobId, onJob, onError) {
-  const buttons = Object.keys(ALLOWED).map((action) => h('button', {
+/** State-dependent buttons and the two exports; refresh(job) keeps them in step. */
+export function jobControls(ctx, jobId, onJob, onError, actions = ROW_ACTIONS) {
+  const buttons = actions.map((action) => h('button', {
     type: 'button',
     'data-action': action,
     'aria-label': `${action} job ${jobId}`,

@@ -1,7 +1,9 @@
 // A job's page: its numbers, options, timestamps, controls and latest errors.
 
 import { emptyRow, h, num, section, setText, table, timeEl } from '../dom.js';
-import { jobControls, progressBar, setFields, setProgress } from './jobcontrols.js';
+import {
+  ROW_ACTIONS, jobControls, progressBar, setFields, setProgress,
+} from './jobcontrols.js';
 
 const ERRORS_EVERY_MS = 3000;
 
@@ -30,7 +32,7 @@ export function mountDetail(ctx, jobId) {
     const times = Object.fromEntries(['created_at', 'started_at', 'finished_at']
       .map((name) => [name, h('span', {})]));
     const controls = jobControls(ctx, jobId, (changed) => apply(changed, Date.now() / 1000),
-      (text) => setText(notice, text));
+      (text) => setText(notice, text), [...ROW_ACTIONS, 'recrawl']);
     const bar = progressBar(job);
     const errors = table('job-errors', ['URL', 'Error', 'Status', 'When'], 'Latest errors');
     const options = Object.entries(job.options || {}).sort(([a], [b]) => a.localeCompare(b));
