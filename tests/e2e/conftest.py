@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,6 +76,16 @@ def run_trawler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
         [sys.executable, "-m", "trawler", *args],
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
+
+
+def until(check: Callable[[], bool], timeout_s: float) -> bool:
+    """Whether ``check()`` came true within ``timeout_s`` (polled every 0.2 s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def job_data(data: Path, job: str | None = None) -> Path:

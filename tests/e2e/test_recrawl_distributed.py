@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import run_trawler
+from tests.e2e.conftest import run_trawler, until
 from tests.e2e.test_recrawl import CLOCK_SLACK_S, Site, start_site
 from tests.servers import PostgresServer
 from trawler.store.warc_revisit import PROFILE_IDENTICAL, PROFILE_NOT_MODIFIED
@@ -111,15 +111,6 @@ def start_workers(
     return stop
 
 
-def _until(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def _pages(log: list[dict]) -> dict[str, list[float]]:
     """Arrival times of each page's requests (robots.txt left out)."""
     times: dict[str, list[float]] = {}
@@ -141,7 +132,7 @@ def _run(
     try:
         for i in range(WORKERS):
             cluster.start_worker(f"w{i}", lease_timeout_s=LEASE_S)
-        _until(lambda: enough(site.log()), 60)
+        until(lambda: enough(site.log()), 60)
         err = cluster.stop()
         log = site.log()
     finally:
@@ -245,11 +236,11 @@ def test_a_worker_killed_during_revisits_loses_nothing(
     try:
         victim = cluster.start_worker("w0", lease_timeout_s=2.0)
         cluster.start_worker("w1", lease_timeout_s=2.0)
-        assert _until(lambda: sum(r["status"] == 304 for r in site.log()) >= 6, 60)
+        assert until(lambda: sum(r["status"] == 304 for r in site.log()) >= 6, 60)
         victim.kill()
         victim.wait(10)
         killed_at = time.time()
-        _until(lambda: set(_pages([r for r in site.log() if r["t"] > killed_at + 4])) >= PAGES,
+        until(lambda: set(_pages([r for r in site.log() if r["t"] > killed_at + 4])) >= PAGES,
                40)  # fmt: skip
         err = cluster.stop()
         log = site.log()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import job_data, run_trawler
+from tests.e2e.conftest import job_data, run_trawler, until
 from tests.e2e.test_recrawl import CLOCK_SLACK_S, Site, crawl, start_site
 
 pytestmark = pytest.mark.timeout(150)
@@ -28,15 +28,6 @@ NEW_PAGES = 40
 def _trawler(*args: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "trawler", *args]
     return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-
-
-def _until(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -96,7 +87,7 @@ def test_revisits_share_the_host_with_new_urls(
         stop = _continuous_job(request, backend, site, tmp_path, delay_s,
                                "--revisit-min", "0.3", "--revisit-max", "1.2")  # fmt: skip
         total = 1 + 3 + 3 + 1 + NEW_PAGES
-        _until(lambda: len({r["path"] for r in site.log()}) >= total + 1, 60)
+        until(lambda: len({r["path"] for r in site.log()}) >= total + 1, 60)
         time.sleep(1.0)
         returncode, err = stop()
         log = site.log()
@@ -201,7 +192,7 @@ def test_new_page_linked_from_changed_page_is_crawled(tmp_path: Path) -> None:
         def born() -> set[str]:
             return {r["path"] for r in site.log() if r["path"].startswith("/born-")}
 
-        _until(lambda: len(born()) >= 3, 40)
+        until(lambda: len(born()) >= 3, 40)
         err = _stop(process)
     finally:
         site.process.terminate()
@@ -224,7 +215,7 @@ def test_kill_during_revisits_loses_nothing(tmp_path: Path) -> None:
         mark = len(site.log())
         process = _trawler("recrawl", "--data", str(data), "--continuous", "--delay", "0.05",
                            "--revisit-min", "0.3", "--revisit-max", "1")  # fmt: skip
-        _until(lambda: len(site.log()) - mark >= 25, 40)
+        until(lambda: len(site.log()) - mark >= 25, 40)
         process.kill()
         process.communicate(timeout=20)
         restart = len(site.log())
@@ -262,14 +253,14 @@ def test_recrawl_is_kept_with_the_job(tmp_path: Path) -> None:
         data = tmp_path / "data"
         args = _continuous_crawl(site, data, 0.1, "--revisit-min", "0.5", "--revisit-max", "2")
         process = _trawler(*args)
-        _until(lambda: any(r["status"] == 304 for r in site.log()), 30)
+        until(lambda: any(r["status"] == 304 for r in site.log()), 30)
         _stop(process)
         listed = run_trawler("jobs", "list", "--data", str(data), "--json")
         job_id = json.loads(listed.stdout)["jobs"][0]["id"]
         shown = run_trawler("jobs", "show", job_id, "--data", str(data), "--json")
         mark = len(site.log())
         process = _trawler("crawl", "--data", str(data), "-q")
-        _until(lambda: any(r["status"] == 304 for r in site.log()[mark:]), 30)
+        until(lambda: any(r["status"] == 304 for r in site.log()[mark:]), 30)
         err = _stop(process)
         resumed = site.log()[mark:]
     finally:
