@@ -242,8 +242,7 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
         found = analyse_sitemap(analyser, request, result)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
-    requests = [(r.url, r.depth, r.parent_url, r.host, r.fp, r.attempts, r.kind, r.lastmod)
-                for r in found.requests]  # fmt: skip
+    requests = [_request_values(r) for r in found.requests]  # every field: lastmod, changefreq
     return requests, found.listed, dict(found.counters), dict(found.rejected)
 
 
@@ -253,6 +252,7 @@ def _unflatten_sitemap(flat: tuple) -> SitemapAnalysis:
     return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected))
 
 
+_request_values = attrgetter(*(f.name for f in fields(CrawlRequest)))
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
 _page_values = attrgetter(*_PAGE_FIELDS)
 

@@ -136,7 +136,11 @@ async def test_the_processes_are_ready_for_the_job_before_its_first_page() -> No
 
 def sitemap(host: str, count: int) -> tuple[CrawlRequest, FetchResult]:
     url = f"http://{host}/sitemap.xml"
-    entries = "".join(f"<url><loc>http://{host}/p/{i}.html</loc></url>" for i in range(count))
+    entries = "".join(
+        f"<url><loc>http://{host}/p/{i}.html</loc><lastmod>2026-11-{1 + i % 28:02d}</lastmod>"
+        f"<changefreq>{('daily', 'weekly')[i % 2]}</changefreq></url>"
+        for i in range(count)
+    )
     body = f'<?xml version="1.0"?><urlset xmlns="{SITEMAP_NS}">{entries}</urlset>'.encode()
     result = FetchResult(url, url, 200, content_type="application/xml", body=body, raw_body=body)
     request = CrawlRequest(url, 1, f"http://{host}/robots.txt", host, url_fingerprint(url),
@@ -162,9 +166,11 @@ async def test_small_sitemaps_are_read_in_a_parser_process_large_ones_on_a_threa
     try:
         small = await pool.analyse_sitemap(*sitemap("a.test", 40))
         assert small.listed == expected.listed == 40
-        assert [(r.url, r.fp, r.kind, r.depth) for r in small.requests] == [
-            (r.url, r.fp, r.kind, r.depth) for r in expected.requests
-        ]
+        assert {(r.lastmod is not None, r.changefreq) for r in small.requests} == {
+            (True, "daily"),
+            (True, "weekly"),
+        }
+        assert small.requests == expected.requests  # every field, <changefreq> included
         assert (small.counters, small.rejected) == (expected.counters, expected.rejected)
         large = sitemap("a.test", analysis.SITEMAP_IN_PROCESS_MAX_BYTES // 40)
         assert len(large[1].body) > analysis.SITEMAP_IN_PROCESS_MAX_BYTES
