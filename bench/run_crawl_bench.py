@@ -238,7 +238,7 @@ def start_profiler(pid: int, out: Path, mode: str) -> subprocess.Popen[bytes]:
     for the one core the event loop can use.
     """
     cmd = [str(ROOT / ".venv/bin/py-spy"), "record", "--pid", str(pid), "--nonblocking"]
-    cmd += ["--threads", "--rate", "100", "--format", "raw", "--output", str(out)]
+    cmd += ["--threads", "--subprocesses", "--rate", "100", "--format", "raw", "--output", str(out)]
     cmd += ["--gil"] if mode == "gil" else []
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
