@@ -84,6 +84,14 @@ def recrawl(
     typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
 
 
+# What a distributed job does instead of each option of a pass run here.
+_DISTRIBUTED_INSTEAD = {
+    "--continuous": "`trawler submit --recrawl` makes a distributed job continuous",
+    "--max-seconds": "a distributed pass runs until each page is revisited (cancel it to stop)",
+    "--delay": "the workers keep the job's own --delay",
+}
+
+
 def _pg_recrawl(postgres: str | None, redis: str | None, job: str | None,
                 window: RevisitWindow, local_options: list[str]) -> None:  # fmt: skip
     """Start a distributed job's pass (the workers carry it out) and return at once."""
@@ -96,8 +104,8 @@ def _pg_recrawl(postgres: str | None, redis: str | None, job: str | None,
     if redis is None:
         fail("--postgres needs --redis: the frontier the workers share")
     if local_options:
-        fail(f"{local_options[0]} is for `trawler recrawl --data` only: a distributed job's"
-             " workers keep its --delay, and `trawler submit --recrawl` makes it continuous")  # fmt: skip
+        option = local_options[0]
+        fail(f"{option} is for `trawler recrawl --data` only: {_DISTRIBUTED_INSTEAD[option]}")
     try:
         job_id, pages = run_connected(start_recrawl(postgres, redis, job, window))
     except UnknownJob:

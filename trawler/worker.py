@@ -2,7 +2,9 @@
 
 A worker takes any job that still has work in Redis, crawls it with the same
 engine as the embedded mode (only the backend differs), and moves on to the
-next job; with ``exit_when_idle`` it exits once no job has work left.
+next job; with ``exit_when_idle`` it exits once no job has work left. A job in
+a revisit pass (jobs/postgres_passes.py) has its work in PostgreSQL: a worker
+takes it, revisits its pages, and puts it back to its state once none is left.
 
 A worker rides out an outage of Redis or PostgreSQL of any length: every call
 is retried with back-off (outage.py), one log line says a service is lost and
