@@ -32,6 +32,7 @@ class RevisitPass:
     pages: int  # pages due when it began
 
 
+SEED_CHUNK = 5_000  # pages given a revisit state per round trip
 _UNSEEDED = (
     "SELECT p.url, p.fetched_at, p.sitemap_lastmod, p.sitemap_changefreq FROM pages p"
     " WHERE p.job_id = %s AND p.kind = 'page' AND p.status BETWEEN 200 AND 299"
@@ -45,10 +46,12 @@ async def begin(
 ) -> int:
     """Every stored page of the job due at ``now`` and the pass recorded; returns how
     many pages it has (0: nothing to revisit)."""
-    async with conn.cursor() as cur:
-        await cur.execute(_UNSEEDED, (job_id,))
-        seeds = [_seed_row(row, window, now) for row in await cur.fetchall()]
-        await pv.seed(cur, job_id, seeds)
+    # Read by a server-side cursor, seeded a chunk at a time: memory stays flat for
+    # a job of millions of pages (the cursor's snapshot does not see its own seeds).
+    async with conn.cursor(name="trawler_unseeded") as unseeded, conn.cursor() as cur:
+        await unseeded.execute(_UNSEEDED, (job_id,))
+        while rows := await unseeded.fetchmany(SEED_CHUNK):
+            await pv.seed(cur, job_id, [_seed_row(row, window, now) for row in rows])
         # least(): a page overdue already keeps its due time, which a visit of it in
         # flight (a cancelled continuous job's) is recorded against.
         await cur.execute(
