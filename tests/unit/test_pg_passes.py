@@ -107,3 +107,22 @@ async def test_a_worker_takes_a_job_in_a_pass_and_its_end_puts_it_back(
     assert not await end_pass(store, job)  # a second worker's end changes nothing
     picked = await _pick_job(store, redis_url, redis_health(redis_url))
     assert picked is not None and picked[0] != job
+
+
+async def test_a_cancel_ends_a_pass_and_a_resume_after_a_pause_carries_it_on(
+    store: PostgresStore, redis_url: str
+) -> None:
+    jobs, health = PostgresJobStore(store), redis_health(redis_url)
+    paused, cancelled = await crawled(store), await crawled(store)
+    for job in (paused, cancelled):
+        await start_pass(store, redis_url, job, WINDOW)
+    await jobs.transition(paused, JobState.PAUSED, "user")  # `trawler jobs pause`
+    await jobs.transition(cancelled, JobState.CANCELLED, "user")
+    assert await _pick_job(store, redis_url, health) is None
+    assert not await end_pass(store, cancelled)  # a worker leaving it changes nothing
+    assert (await jobs.get(cancelled)).state is JobState.CANCELLED
+    await jobs.transition(paused, JobState.RUNNING, "user")
+    picked = await _pick_job(store, redis_url, health)
+    assert picked is not None and picked[0] == paused  # the pass goes on
+    assert await end_pass(store, paused)
+    assert (await jobs.get(paused)).state is JobState.FINISHED
