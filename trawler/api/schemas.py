@@ -123,7 +123,7 @@ class PageRow(BaseModel):
     duplicate_of: str | None
     simhash: str | None
     sitemap_lastmod: str | None
-    sitemap_changefreq: str | None = None  # embedded jobs only for now
+    sitemap_changefreq: str | None = None
     error: str | None
     warc_file: str | None
     warc_offset: int | None
