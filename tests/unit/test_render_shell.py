@@ -1,10 +1,12 @@
-"""--render auto: the application-shell test and what a host teaches (render/shell.py)."""
+"""--render auto: the application-shell test and what a host teaches (render/shell.py);
+what a rendered page may load (render/routing.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from trawler.records import Link, ParsedPage
+from trawler.render.routing import ALL, NONE, SAME_HOST, refusal
 from trawler.render.shell import (
     ALWAYS,
     AUTO,
@@ -91,3 +93,25 @@ def test_decide_per_mode() -> None:
     learning.learn("a.test", added=False)
     assert decide(AUTO, "a.test", shell, learning) == HOST_LEARNED
     assert decide(ALWAYS, "a.test", shell, learning) == RENDERED  # always means always
+
+
+ROUTES = [
+    ("http://a.test/app.js", "script", "a.test", SAME_HOST, None),
+    ("http://a.test/api/links", "fetch", "a.test", SAME_HOST, None),
+    ("http://cdn.test/lib.js", "script", "a.test", SAME_HOST, "third_party"),
+    ("http://cdn.test/lib.js", "script", "a.test", ALL, None),
+    ("http://a.test/app.js", "script", "a.test", NONE, "resources_off"),
+    ("http://a.test/logo.png", "image", "a.test", ALL, "resource_type"),
+    ("http://a.test/font.woff2", "font", "a.test", ALL, "resource_type"),
+    ("http://a.test/clip.mp4", "media", "a.test", ALL, "resource_type"),
+    ("http://a.test/frame", "document", "a.test", ALL, "navigation"),
+    ("ws://a.test/live", "websocket", "a.test", ALL, "scheme"),
+    ("http://a.test:8080/x.js", "script", "a.test", SAME_HOST, "third_party"),  # host:port
+]
+
+
+@pytest.mark.parametrize(("url", "kind", "host", "mode", "reason"), ROUTES)
+def test_what_a_rendered_page_may_load(
+    url: str, kind: str, host: str, mode: str, reason: str | None
+) -> None:
+    assert refusal(url, kind, host, mode) == reason
