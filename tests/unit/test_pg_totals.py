@@ -96,10 +96,11 @@ async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres
 
 
 def _as_version_6(url: str) -> None:
-    """Undo migrations 9 (changefreq), 8 (revisits) and 7: a database of the version before."""
+    """Undo migrations 10 (rendered), 9 (changefreq), 8 (revisits) and 7: a database of
+    the version before."""
     with psycopg.connect(url) as conn:
         conn.execute(
-            "ALTER TABLE pages DROP COLUMN sitemap_changefreq;"
+            "ALTER TABLE pages DROP COLUMN rendered, DROP COLUMN sitemap_changefreq;"
             " DROP TABLE revisit_state, page_versions, visits;"
             " DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
             " DROP INDEX pages_job_fetched, pages_job_failed;"

@@ -269,6 +269,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE pages ADD COLUMN sitemap_changefreq text;
     """,
+    # 10: the --render decision of a page (issue 16). NULL for now: distributed workers
+    # do not render yet; the column keeps the pages rows one shape on both backends.
+    """
+    ALTER TABLE pages ADD COLUMN rendered text;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
