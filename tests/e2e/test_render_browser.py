@@ -8,13 +8,21 @@ import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.browser import chromium
 from tests.servers import ServerUnavailable, unavailable
 from trawler.records import FetchResult
-from trawler.render.browser import BrowserOptions, BrowserPool, browser_pids, browser_rss_bytes
+from trawler.render.browser import (
+    BrowserOptions,
+    BrowserPool,
+    RenderUnavailable,
+    browser_pids,
+    browser_rss_bytes,
+    check_available,
+)
 from trawler.render.routing import ALL, SAME_HOST
 from trawler.render.session import PageRender, render_page
 
@@ -121,3 +129,11 @@ async def test_the_browser_restarts_every_n_pages(pool: BrowserPool) -> None:
         assert (await render(pool, page, FakeFetch())).error is None
     assert pool.restarts == 2  # after pages 3 and 6
     assert 0 < browser_rss_bytes() < 2 * 1024**3
+
+
+def test_missing_chromium_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(RenderUnavailable) as caught:
+        check_available(tmp_path / "chromium")
+    assert str(caught.value) == (
+        f"--render needs chromium at {tmp_path / 'chromium'}: apt-get install chromium"
+    )
