@@ -118,6 +118,7 @@ def crawl(
     from trawler import gcpolicy
     from trawler.engine import Crawler
     from trawler.jobs import jobdata
+    from trawler.render.browser import RenderUnavailable
     from trawler.store.sqlite import NotTrawlerData
 
     # Bad values exit 2 before anything; one given alone is checked against the default.
@@ -163,6 +164,9 @@ def crawl(
             # Nothing committed is lost: the next `trawler crawl --data` resumes.
             cj.end(jobs, job_id, False, f"cannot write crawl data: {exc}")
             fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
+        except RenderUnavailable as exc:  # chromium would not start: nothing was fetched
+            cj.end(jobs, job_id, False, str(exc))
+            fail(str(exc), 1)
     jobdata.record_run_end(data, job_id, complete)
     reason = "complete" if complete else f"signal {stop_signal}" if stop_signal else "stopped"
     ended = cj.end(jobs, job_id, complete, reason)

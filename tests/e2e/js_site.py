@@ -14,7 +14,8 @@ and start, and again once answered, with its end).
   for the benchmark.
 
 Run: ``python -m tests.e2e.js_site --port 0 --access-log PATH [--pages N]``;
-prints the base URL, then ``ready``.
+prints the base URL (``--hosts N``: N sites on ports of their own, one a line),
+then ``ready``.
 """
 
 from __future__ import annotations
@@ -170,11 +171,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--access-log", type=Path, required=True)
     parser.add_argument("--pages", type=int, default=0)
+    parser.add_argument("--hosts", type=int, default=1, help="sites on ports of their own")
     args = parser.parse_args()
-    site = JsSite(args.port, args.access_log, args.pages)
-    print(f"http://127.0.0.1:{site.server_address[1]}/", flush=True)
+    sites = [JsSite(args.port if i == 0 else 0, args.access_log, args.pages)
+             for i in range(args.hosts)]  # fmt: skip
+    for site in sites[1:]:  # one log, one lock: whole lines
+        site.log_file, site.lock = sites[0].log_file, sites[0].lock
+        threading.Thread(target=site.serve_forever, daemon=True).start()
+    for site in sites:
+        print(f"http://127.0.0.1:{site.server_address[1]}/", flush=True)
     print("ready", flush=True)
-    site.serve_forever()
+    sites[0].serve_forever()
 
 
 if __name__ == "__main__":

@@ -137,3 +137,14 @@ def test_missing_chromium_is_a_one_line_error(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"--render needs chromium at {tmp_path / 'chromium'}: apt-get install chromium"
     )
+
+
+async def test_a_browser_that_will_not_start_is_a_one_line_error(tmp_path: Path) -> None:
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    pool = BrowserPool(BrowserOptions(executable=broken))
+    with pytest.raises(RenderUnavailable) as caught:
+        await pool.start()
+    assert str(caught.value).startswith("cannot start chromium for --render: ")
+    assert "\n" not in str(caught.value)

@@ -94,9 +94,14 @@ class BrowserPool:
         check_available(self.options.executable)
         from playwright.async_api import async_playwright
 
-        self._driver_cm = async_playwright()
-        self._driver = await self._driver_cm.__aenter__()
-        await self._launch()
+        try:
+            self._driver_cm = async_playwright()
+            self._driver = await self._driver_cm.__aenter__()
+            await self._launch()
+        except Exception as exc:  # a broken install: said in one line, before any page
+            await self.close()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RenderUnavailable(f"cannot start chromium for --render: {first}") from None
 
     async def _launch(self) -> None:
         assert self._driver is not None
