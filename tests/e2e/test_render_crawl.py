@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -18,9 +17,9 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.e2e.browser import chromium
-from tests.e2e.conftest import export_rows, job_data, run_trawler
+from tests.e2e.conftest import LoggedSite, export_rows, job_data, run_trawler, start_logged_site
 from tests.e2e.js_site import REACHABLE, ROUTES
-from tests.servers import ServerUnavailable, prioritise, unavailable
+from tests.servers import ServerUnavailable, unavailable
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,42 +28,22 @@ DELAY_S = 0.2
 LOG_JITTER_S = 0.01
 
 
-@dataclass
-class JsSite:
-    base: str
-    log_path: Path
-    process: subprocess.Popen[str]
-
-    def log(self) -> list[dict]:
-        import json
-
-        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
-
-
-def start_js_site(tmp: Path, pages: int = 0) -> JsSite:
-    log_path = tmp / "access.jsonl"
-    cmd = [sys.executable, "-m", "tests.e2e.js_site", "--port", "0", "--access-log",
-           str(log_path), "--pages", str(pages)]  # fmt: skip
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    prioritise(process)
-    assert process.stdout is not None
-    base = process.stdout.readline().strip()
-    assert process.stdout.readline().strip() == "ready"
-    return JsSite(base, log_path, process)
+def start_js_site(tmp: Path) -> LoggedSite:
+    return start_logged_site("tests.e2e.js_site", tmp, "--port", "0")
 
 
 @dataclass
 class Crawled:
-    site: JsSite
+    site: LoggedSite
     data: Path
     out: subprocess.CompletedProcess[str]
     rows: dict[str, dict]  # by path
 
 
-def crawl(tmp: Path, site: JsSite, render: str) -> Crawled:
+def crawl(tmp: Path, site: LoggedSite, render: str) -> Crawled:
     data = tmp / f"data-{render}"
     out = run_trawler(
-        "crawl", site.base, "--data", str(data), "--render", render, "--delay", str(DELAY_S),
+        "crawl", site.seed, "--data", str(data), "--render", render, "--delay", str(DELAY_S),
         "--render-timeout", "4", "--allow-private", "--no-sitemaps", "-q",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -121,7 +100,7 @@ def test_subresources_keep_to_robots_txt_the_host_and_no_media(auto: Crawled) ->
     assert "/app.js" in paths and "/api/links.json" in paths and "/api/feed?page=2" in paths
     assert not {p for p in paths if p.startswith("/private/")}  # robots.txt: Disallow
     assert not paths & {"/logo.png", "/clip.mp4"}  # images and media are never loaded
-    assert {entry["host"] for entry in log} == {urlsplit(auto.site.base).netloc}  # no 3rd party
+    assert {entry["host"] for entry in log} == {urlsplit(auto.site.seed).netloc}  # no 3rd party
     assert log[0]["path"] == "/robots.txt"
 
 
@@ -190,3 +169,32 @@ def test_never_renders_nothing_and_records_no_decision(tmp_path: Path) -> None:
     assert set(never.rows) == {"/"}  # the shell's links exist only for a browser
     assert never.rows["/"]["rendered"] is None
     assert "/app.js" not in {entry["path"] for entry in site.log()}
+
+
+def test_all_fetches_other_hosts_subresources_under_their_own_robots_and_slot(
+    tmp_path: Path,
+) -> None:
+    try:
+        chromium()
+    except ServerUnavailable as exc:
+        unavailable("chromium", exc)
+    site = start_js_site(tmp_path)
+    try:
+        out = run_trawler(
+            "crawl", site.seed, "--data", str(tmp_path / "data"), "--render", "always",
+            "--render-resources", "all", "--max-pages", "1", "--delay", str(DELAY_S),
+            "--allow-private", "--no-sitemaps", "-q",
+        )  # fmt: skip
+    finally:
+        site.process.terminate()
+        site.process.wait(10)
+    assert out.returncode == 0, out.stderr
+    other = f"localhost:{urlsplit(site.seed).port}"  # another host key, the same server
+    log = site.log()
+    assert [e["path"] for e in log if e["host"] == other and "end" not in e] == [
+        "/robots.txt",
+        "/third-party.js",
+    ]
+    assert overlaps(log) == []
+    for host in {e["host"] for e in log}:
+        assert short_gaps(arrivals([e for e in log if e["host"] == host]), DELAY_S) == []

@@ -109,7 +109,7 @@ def _as_version_6(url: str) -> None:
 
 
 async def test_an_older_database_is_counted_once_by_migration_7(fresh_postgres_url: str) -> None:
-    assert SCHEMA_VERSION == 9  # what _as_version_6 undoes
+    assert SCHEMA_VERSION == 10  # what _as_version_6 undoes
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
         await store.store_batch(job, some_pages(0))
