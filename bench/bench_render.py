@@ -11,7 +11,8 @@ as PSS (shared pages counted once: chromium's processes share most of theirs).
 
     flock /tmp/cpu.lock .venv/bin/python bench/bench_render.py --pages 60 --hosts 4
 
-Prints one JSON line: pages stored, rendered, seconds, pages/s, peak RSS and PSS.
+Prints one JSON line: pages stored, rendered, seconds, pages/s, peak RSS and PSS,
+and the CPU seconds of the crawl's whole process tree (the server's not included).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -103,6 +105,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         peak = Peak(crawl.pid)
         crawl.wait()
         elapsed = time.monotonic() - started
+        # Every descendant waited for (crawl, parsers, Playwright's driver, chromium).
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         peak.done.set()
         peak.thread.join()
     finally:
@@ -118,6 +122,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         "render_concurrency": args.concurrency, "pages": stored, "rendered": rendered,
         "seconds": round(elapsed, 2), "rendered_per_s": round((rendered or 0) / elapsed, 2),
         "peak_rss_mb": round(peak.rss / 2**20), "peak_pss_mb": round(peak.pss / 2**20),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "exit": crawl.returncode,
     }  # fmt: skip
 

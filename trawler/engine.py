@@ -54,7 +54,7 @@ from trawler.recrawl_flow import (
     revisit_headers,
 )
 from trawler.recrawl_lanes import REVISIT
-from trawler.renderflow import Rendering
+from trawler.renderflow import Rendering, render_bytes
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
@@ -407,7 +407,7 @@ class Crawler:
             await self._revisited(request, result)
             return
         outcome = UrlOutcome(request, state, attempts or [], result)
-        size = PAGE_OVERHEAD_BYTES + len(result.body) + len(result.raw_body)
+        size = PAGE_OVERHEAD_BYTES + len(result.body) + len(result.raw_body) + render_bytes(result)
         await self.analysing.take(size)
         if task is not None:
             task.release()

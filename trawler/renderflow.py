@@ -40,6 +40,15 @@ from trawler.urls import Normaliser
 log = logging.getLogger("trawler")
 
 
+def render_bytes(result: FetchResult) -> int:
+    """What a rendered page holds beyond its response until its commit: the DOM and
+    the subresources (counted against the analysis queue's bytes, as bodies are)."""
+    if result.dom is None and not result.subresources:
+        return 0
+    held = sum(len(sub.body) + len(sub.raw_body) for sub in result.subresources)
+    return held + len(result.dom or b"")
+
+
 def browser_options(config: CrawlConfig, executable: Path = CHROMIUM) -> BrowserOptions:
     return BrowserOptions(
         concurrency=config.render_concurrency,
