@@ -124,6 +124,7 @@ class PageRow(BaseModel):
     simhash: str | None
     sitemap_lastmod: str | None
     sitemap_changefreq: str | None = None
+    rendered: str | None = None  # the --render decision (embedded jobs only for now)
     error: str | None
     warc_file: str | None
     warc_offset: int | None
