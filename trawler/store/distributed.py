@@ -40,6 +40,7 @@ from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
 from trawler.recrawl import RevisitWindow
+from trawler.store import pg_passes
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.dist_revisits import DistributedRevisits
 from trawler.store.postgres import PostgresStore
@@ -103,7 +104,10 @@ class DistributedBackend:
         await loop.run_in_executor(self._writer, self._write_warc, batch)
         done = [outcome.request for outcome in batch.outcomes if outcome.finished]
         revisits = self.revisits
-        also = None if revisits is None else revisits.rows_of(batch.outcomes, batch.revisits)
+        if revisits is None:  # kept for a pass some day (a continuous job's are in its seeds)
+            also = pg_passes.validator_writes(self.job_id, batch.outcomes)
+        else:
+            also = revisits.rows_of(batch.outcomes, batch.revisits)
         try:
             await self.store.store_outcomes(
                 self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records, also

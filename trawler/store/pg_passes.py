@@ -4,8 +4,10 @@ workers read to carry a pass out (migration 10, pgschema.py ``PASSES``).
 
 A pass makes every stored page of the job due now: pages without a revisit state
 (a job that was not continuous) get one first, as a continuous job's pages get it at
-their commit (pg_versions.py ``seed``), without validators: the crawl's answers are in
-the WARC files of the workers, maybe on other machines. The workers' feed then claims
+their commit (pg_versions.py ``seed``), with the validators the crawl got: the
+crawl's answers are in the WARC files of the workers, maybe on other machines, so a
+job's commits keep each page's ETag and Last-Modified in ``page_validators``
+(``validator_writes``; migration 12). The workers' feed then claims
 the due pages as for a continuous job (dist_revisits.py); a visit moves its page's due
 time past the pass's ``due_at``, so the pass is over when no page is due by then.
 
@@ -15,12 +17,15 @@ and records its change of state (jobs/postgres_passes.py).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
 
 from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
+from trawler.recrawl_visit import validators
 from trawler.store import pg_versions as pv
+from trawler.store.base import UrlOutcome
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,7 +39,9 @@ class RevisitPass:
 
 SEED_CHUNK = 5_000  # pages given a revisit state per round trip
 _UNSEEDED = (
-    "SELECT p.url, p.fetched_at, p.sitemap_lastmod, p.sitemap_changefreq FROM pages p"
+    "SELECT p.url, p.fetched_at, p.sitemap_lastmod, p.sitemap_changefreq, v.etag,"
+    " v.last_modified FROM pages p LEFT JOIN page_validators v"
+    " ON v.job_id = p.job_id AND v.url = p.url"
     " WHERE p.job_id = %s AND p.kind = 'page' AND p.status BETWEEN 200 AND 299"
     " AND p.error IS NULL AND p.fetched_at IS NOT NULL AND NOT EXISTS"
     " (SELECT 1 FROM revisit_state s WHERE s.job_id = p.job_id AND s.url = p.url)"
@@ -71,10 +78,39 @@ async def begin(
 
 def _seed_row(row: tuple, window: RevisitWindow, now: float) -> pv.SeedRow:
     """Due now; its first estimate from the sitemap entry, as a crawl's (recrawl_store.py)."""
-    url, fetched_at, lastmod, changefreq = row
+    url, fetched_at, lastmod, changefreq, etag, last_modified = row
     changed_at = lastmod_epoch(lastmod)
     age = fetched_at - changed_at if changed_at is not None else None
-    return pv.SeedRow(url, None, None, now, prior_rate(changefreq, age, window))
+    return pv.SeedRow(url, etag, last_modified, now, prior_rate(changefreq, age, window))
+
+
+_KEEP_VALIDATORS = (
+    "INSERT INTO page_validators (job_id, url, etag, last_modified) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (job_id, url) DO UPDATE SET etag = excluded.etag,"
+    " last_modified = excluded.last_modified"
+)
+
+
+def validator_writes(
+    job_id: str, outcomes: Sequence[UrlOutcome]
+) -> Callable[[psycopg.AsyncCursor], Awaitable[None]] | None:
+    """What a commit of a job without revisit state also writes: the ETag and
+    Last-Modified of each page stored with either (None: no page has one)."""
+    rows = []
+    for outcome in outcomes:
+        page, result = outcome.page, outcome.result
+        if page is None or result is None or page.kind != "page" or page.error is not None:
+            continue  # as _UNSEEDED: a pass revisits the pages stored whole
+        etag, last_modified = validators(result.headers)
+        if etag is not None or last_modified is not None:
+            rows.append((job_id, page.url, etag, last_modified))
+    if not rows:
+        return None
+
+    async def write(cur: psycopg.AsyncCursor) -> None:
+        await cur.executemany(_KEEP_VALIDATORS, rows)
+
+    return write
 
 
 async def get(conn: psycopg.AsyncConnection, job_id: str) -> RevisitPass | None:

@@ -202,6 +202,18 @@ CREATE TABLE revisit_passes (
 );
 """
 
+# A page's ETag and Last-Modified as the crawl got them, for a job without revisit
+# state (one not continuous): the validators its first revisit pass sends
+# (pg_passes.py); a continuous job keeps them in revisit_state.
+VALIDATORS = """
+CREATE TABLE page_validators (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    etag text, last_modified text,
+    PRIMARY KEY (job_id, url)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -290,6 +302,8 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE pages ADD COLUMN rendered text;
     """,
+    # 12: the crawl's validators of a job that is not continuous: see VALIDATORS.
+    VALIDATORS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
