@@ -158,10 +158,24 @@ def _canonical_elsewhere(
 PageItem = tuple[tuple, tuple]
 
 
+_REQUEST_FIELDS = tuple(f.name for f in fields(CrawlRequest))
+_all_request_values = attrgetter(*_REQUEST_FIELDS)
+_REVISIT_AT = _REQUEST_FIELDS.index("revisit")
+
+
+def _request_values(request: CrawlRequest) -> tuple:
+    """Every field of a request, as a parser process gets it and sends it back, but
+    its revisit state (the loop's, not the parser's): a field added to CrawlRequest
+    travels without a change here (a list by hand once dropped <changefreq>)."""
+    values = _all_request_values(request)
+    if values[_REVISIT_AT] is None:
+        return values
+    return (*values[:_REVISIT_AT], None, *values[_REVISIT_AT + 1 :])
+
+
 def _item(request: CrawlRequest, result: FetchResult) -> PageItem:
     return (
-        (request.url, request.depth, request.parent_url, request.host, request.fp,
-         request.attempts, request.kind, request.lastmod, None, request.changefreq),
+        _request_values(request),
         (result.url, result.final_url, result.status, result.headers, result.content_type,
          result.charset, result.body, result.started_at, result.duration_s, result.rendered,
          result.dom),
@@ -254,7 +268,6 @@ def _unflatten_sitemap(flat: tuple) -> SitemapAnalysis:
     return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected))
 
 
-_request_values = attrgetter(*(f.name for f in fields(CrawlRequest)))
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
 _page_values = attrgetter(*_PAGE_FIELDS)
 
