@@ -57,6 +57,11 @@ class Scope(StrEnum):
     any = "any"
 
 
+class RevisitPolicy(StrEnum):  # revisit_policy.POLICIES
+    optimal = "optimal"
+    proportional = "proportional"
+
+
 @app.command()
 def crawl(
     ctx: typer.Context,
@@ -95,6 +100,7 @@ def crawl(
     recrawl: Annotated[bool | None, typer.Option("--recrawl/--no-recrawl", help="A continuous job: revisit each stored page when due, beside new URLs, until stopped (SIGINT/SIGTERM); kept with the job [off].")] = None,
     revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
     revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
+    revisit_policy: Annotated[RevisitPolicy | None, typer.Option("--revisit-policy", help="optimal: the intervals that keep most pages fresh for the fetches proportional would make (pages changing too often for that are visited less); proportional: visit a page as often as it changes [optimal].")] = None,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
     unfinished job in DATA (or --job's)."""
@@ -177,14 +183,17 @@ _CONFIG_PARAMS = {
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
     "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
+    "revisit_policy": "revisit_policy",
 }  # fmt: skip
 
 
 def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The crawl options the user gave, as CrawlConfig fields (None = not given)."""
     settings = {field: params.get(name) for name, field in _CONFIG_PARAMS.items()}
-    if isinstance(settings["scope"], Enum):
-        settings["scope"] = settings["scope"].value
+    for name in ("scope", "revisit_policy"):
+        value = settings[name]
+        if isinstance(value, Enum):
+            settings[name] = value.value
     return settings
 
 

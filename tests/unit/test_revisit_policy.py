@@ -4,6 +4,7 @@ frequencies at a fetch budget, against the uniform and proportional schedules.""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import assume, given, settings
@@ -150,6 +151,20 @@ def test_budget_beyond_the_window_prices_at_the_ends() -> None:
     assert [lavish.interval_s(rate) for rate in rates] == [1.0, 1.0, 1000.0]
     meagre = plan_schedule(rates, BOUNDS, OPTIMAL, budget_per_s=1e-6)
     assert [meagre.interval_s(rate) for rate in rates] == [1000.0] * 3
+
+
+def test_the_policy_reaches_a_continuous_job() -> None:
+    # `crawl --revisit-policy proportional` → CrawlConfig → the job's revisit window.
+    from trawler.cli import RevisitPolicy, cli_settings
+    from trawler.config import CrawlConfig
+    from trawler.recrawl_flow import continuous_options
+
+    settings = cli_settings({"revisit_policy": RevisitPolicy.proportional})
+    assert settings["revisit_policy"] == PROPORTIONAL
+    config = CrawlConfig(recrawl=True, revisit_policy=settings["revisit_policy"])
+    options = continuous_options(config, SimpleNamespace(open_revisits=None))
+    assert options is not None and options.window.policy == PROPORTIONAL
+    assert CrawlConfig().revisit_policy == OPTIMAL
 
 
 def test_window_rejects_an_unknown_policy() -> None:
