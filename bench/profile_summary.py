@@ -64,8 +64,25 @@ def bucket_of(frames: list[str]) -> str:
     return "other (interpreter, startup, unmatched)"
 
 
+def split_process(frames: list[str]) -> tuple[str, list[str]]:
+    """py-spy --subprocesses puts the processes first, parent to child:
+    'process 12:"python ... crawl ..."', then 'process 13:"python -c from
+    multiprocessing.spawn import ..."' for a parser process (whose command line
+    holds a ';', so it spans two frames). The thread's frame comes next.
+
+    The crawl process keeps its thread names; every child (the parser
+    processes, spawned by multiprocessing) is one column, "parser processes".
+    """
+    first_thread = next((i for i, f in enumerate(frames) if f.startswith("thread (")), 0)
+    processes = [f for f in frames[:first_thread] if f.startswith("process ")]
+    return ("parser processes" if len(processes) > 1 else ""), frames[first_thread:]
+
+
 def thread_of(frames: list[str]) -> str:
     """py-spy --threads puts the thread first: 'thread (1234): MainThread'."""
+    process, frames = split_process(frames)
+    if process:
+        return process
     name = frames[0].partition("): ")[2]
     if name == "MainThread":
         return "event loop (MainThread)"
@@ -96,7 +113,7 @@ def summarise(path: Path, top: int) -> str:
         frames, count = parse_line(line)
         buckets[thread_of(frames), bucket_of(frames)] += count
         leaf[short(frames[-1])] += count
-        for frame in {short(f) for f in frames[1:]}:
+        for frame in {short(f) for f in split_process(frames)[1][1:]}:
             inclusive[frame] += count
     total = sum(buckets.values())
     threads: Counter[str] = Counter()

@@ -58,6 +58,7 @@ class Sample:
     cpu_s: float  # user + sys of the crawler so far
     rss_kb: int
     tree_rss_kb: int = 0  # the crawler and its parser processes together, now
+    loop_cpu_s: float = 0.0  # user + sys of the crawler's main thread (the event loop)
 
 
 @dataclass(slots=True)
@@ -150,9 +151,11 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
     return cmd
 
 
-def proc_cpu_s(pid: int) -> float:
-    """user + sys CPU seconds of a live process (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+def proc_cpu_s(pid: int, thread: int | None = None) -> float:
+    """user + sys CPU seconds of a live process (all its threads), or of one of its
+    threads (``thread``: its id; the main thread's is the pid), from /proc."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+    with open(path, encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14, 15
 
@@ -238,7 +241,7 @@ def start_profiler(pid: int, out: Path, mode: str) -> subprocess.Popen[bytes]:
     for the one core the event loop can use.
     """
     cmd = [str(ROOT / ".venv/bin/py-spy"), "record", "--pid", str(pid), "--nonblocking"]
-    cmd += ["--threads", "--rate", "100", "--format", "raw", "--output", str(out)]
+    cmd += ["--threads", "--subprocesses", "--rate", "100", "--format", "raw", "--output", str(out)]
     cmd += ["--gil"] if mode == "gil" else []
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -264,7 +267,8 @@ def run_child(
         elapsed = time.monotonic() - start
         with contextlib.suppress(OSError):  # it may exit between wait4 and the read
             samples.append(Sample(elapsed, proc_cpu_s(child.pid), proc_hwm_kb(child.pid),
-                                  tree_rss_kb(child.pid)))  # fmt: skip
+                                  tree_rss_kb(child.pid),
+                                  proc_cpu_s(child.pid, child.pid)))  # fmt: skip
         if elapsed > max_seconds and not stopped:
             child.send_signal(signal.SIGINT)
             stopped = True
@@ -344,6 +348,12 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         # its CPU at the last sample, ≤ 0.5 s before it exited.
         "cpu_s_main_process": round(run.samples[-1].cpu_s, 2) if run.samples else None,
         "cpu_s_other_processes": round(cpu_s - run.samples[-1].cpu_s, 2) if run.samples else None,
+        # The main process split: its main thread (the event loop) and the rest (the
+        # writer, the WAL checkpoint and thread-pool threads), at the same sample.
+        "cpu_s_event_loop_thread": round(run.samples[-1].loop_cpu_s, 2) if run.samples else None,
+        "cpu_s_other_threads": (
+            round(run.samples[-1].cpu_s - run.samples[-1].loop_cpu_s, 2) if run.samples else None
+        ),
         "crawler_cores_busy_avg": round(cpu_s / run.wall_s, 2),
         "peak_rss_mb": round(run.max_rss_kb / 1024, 1),
         # All the crawler's processes at once, sampled every 0.5 s (peak_rss_mb is the

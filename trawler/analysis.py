@@ -163,14 +163,16 @@ def _item(request: CrawlRequest, result: FetchResult) -> PageItem:
         (request.url, request.depth, request.parent_url, request.host, request.fp,
          request.attempts, request.kind, request.lastmod, None, request.changefreq),
         (result.url, result.final_url, result.status, result.headers, result.content_type,
-         result.charset, result.body, result.started_at, result.duration_s),
+         result.charset, result.body, result.started_at, result.duration_s, result.rendered,
+         result.dom),
     )  # fmt: skip
 
 
 def _from_item(item: PageItem) -> tuple[CrawlRequest, FetchResult]:
-    request, (url, final_url, status, headers, content_type, charset, body, at, took) = item
+    request, (url, final_url, status, headers, content_type, charset, body, at, took, rendered,
+              dom) = item  # fmt: skip
     result = FetchResult(url, final_url, status, headers, content_type, charset, body,
-                         started_at=at, duration_s=took)  # fmt: skip
+                         started_at=at, duration_s=took, rendered=rendered, dom=dom)  # fmt: skip
     return CrawlRequest(*request), result
 
 
@@ -394,7 +396,7 @@ class AnalysisPool:
             self._alone = new_pool(1)
             await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
         started = time.monotonic()
-        lite = replace(result, raw_body=b"")  # the process needs the decoded body only
+        lite = replace(result, raw_body=b"", subresources=[])  # it parses the decoded body only
         try:
             return await loop.run_in_executor(
                 self._alone, analyse_limited, self._setup, request, lite

@@ -62,6 +62,18 @@ class RevisitPolicy(StrEnum):  # revisit_policy.POLICIES
     proportional = "proportional"
 
 
+class Render(StrEnum):
+    never = "never"
+    auto = "auto"
+    always = "always"
+
+
+class RenderResources(StrEnum):
+    same_host = "same-host"
+    all = "all"
+    none = "none"
+
+
 @app.command()
 def crawl(
     ctx: typer.Context,
@@ -101,6 +113,10 @@ def crawl(
     revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
     revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
     revisit_policy: Annotated[RevisitPolicy | None, typer.Option("--revisit-policy", help="optimal: the intervals that keep most pages fresh for the fetches proportional would make (pages changing too often for that are visited less); proportional: visit a page as often as it changes [optimal].")] = None,
+    render: Annotated[Render | None, typer.Option(help="Run pages' JavaScript in chromium: never, auto (pages that look like an application shell; a host whose renders add nothing is rendered no more) or always [never].")] = None,
+    render_resources: Annotated[RenderResources | None, typer.Option(help="Subresources a rendered page may load, each through the crawler's politeness: same-host, all or none; never images, media or fonts [same-host].")] = None,
+    render_concurrency: Annotated[int | None, typer.Option(help="Pages rendered at a time (browser contexts) [2].")] = None,
+    render_timeout: Annotated[float | None, typer.Option(help="Seconds to render one page; past it the static page is kept [20].")] = None,
 ) -> None:  # fmt: skip
     """Crawl from seed URLs into DATA as a new job; with no seeds, resume the newest
     unfinished job in DATA (or --job's)."""
@@ -108,6 +124,7 @@ def crawl(
     from trawler import gcpolicy
     from trawler.engine import Crawler
     from trawler.jobs import jobdata
+    from trawler.render.browser import RenderUnavailable
     from trawler.store.sqlite import NotTrawlerData
 
     # Bad values exit 2 before anything; one given alone is checked against the default.
@@ -123,6 +140,8 @@ def crawl(
         cfg = build_config(cli, config, base=cj.stored_config(jobs, picked))
     except ConfigError as exc:
         fail(str(exc))
+    if cfg.render != "never":
+        render_available()
     spool = read_seeds(seeds or [], seeds_file, cfg)  # every seed checked before any is added
     if picked is None and not spool.count:
         fail("no seed URLs given (arguments, --seeds-file or --config)")
@@ -151,6 +170,9 @@ def crawl(
             # Nothing committed is lost: the next `trawler crawl --data` resumes.
             cj.end(jobs, job_id, False, f"cannot write crawl data: {exc}")
             fail(f"cannot write crawl data in {data}: {exc}; stopped, resume when fixed", 1)
+        except RenderUnavailable as exc:  # chromium would not start: nothing was fetched
+            cj.end(jobs, job_id, False, str(exc))
+            fail(str(exc), 1)
     jobdata.record_run_end(data, job_id, complete)
     reason = "complete" if complete else f"signal {stop_signal}" if stop_signal else "stopped"
     ended = cj.end(jobs, job_id, complete, reason)
@@ -163,6 +185,16 @@ def crawl(
         typer.echo(f"job {job_id}: {recrawl_summary(crawler.revisits.totals)}", err=True)
     if not complete and stop_signal is not None:
         raise typer.Exit(EXIT_SIGNAL_BASE + stop_signal)  # a stop, not the end
+
+
+def render_available() -> None:
+    """A one-line error, before anything starts, when --render cannot be done."""
+    from trawler.render.browser import RenderUnavailable, check_available
+
+    try:
+        check_available()
+    except RenderUnavailable as exc:
+        fail(str(exc))
 
 
 def _first(value: float | None, default: float) -> float:
@@ -184,15 +216,16 @@ _CONFIG_PARAMS = {
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
     "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
     "revisit_policy": "revisit_policy",
+    "render": "render", "render_resources": "render_resources",
+    "render_concurrency": "render_concurrency", "render_timeout": "render_timeout_s",
 }  # fmt: skip
 
 
 def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The crawl options the user gave, as CrawlConfig fields (None = not given)."""
     settings = {field: params.get(name) for name, field in _CONFIG_PARAMS.items()}
-    for name in ("scope", "revisit_policy"):
-        value = settings[name]
-        if isinstance(value, Enum):
+    for name in ("scope", "render", "render_resources", "revisit_policy"):
+        if isinstance(value := settings[name], Enum):
             settings[name] = value.value
     return settings
 

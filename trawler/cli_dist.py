@@ -198,6 +198,28 @@ async def job_versions(
         await store.close()
 
 
+async def start_recrawl(
+    postgres: str, redis: str, job_id: str | None, window: Any
+) -> tuple[str, int]:
+    """`trawler recrawl --postgres --redis`: a pass of the job [the newest] for the
+    workers (jobs/postgres_passes.py); (job id, pages due). ``UnknownJob``,
+    ``NotRevisitable``."""
+    from trawler.jobs.model import UnknownJob
+    from trawler.jobs.postgres import PostgresJobStore
+    from trawler.jobs.postgres_passes import start_pass
+
+    store = await _connect_store(postgres)
+    try:
+        if job_id is None:
+            newest, _ = await PostgresJobStore(store).list(None, 0, 1)
+            if not newest:
+                raise UnknownJob("")
+            job_id = newest[0].id
+        return job_id, await start_pass(store, redis, job_id, window)
+    finally:
+        await store.close()
+
+
 async def _connect_store(postgres: str) -> Any:
     from trawler.store.postgres import PostgresStore
 
@@ -225,4 +247,4 @@ async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dic
         await store.close()
 
 
-__all__ = ["export_job", "job_stats", "register", "sys"]
+__all__ = ["export_job", "job_stats", "register", "start_recrawl", "sys"]

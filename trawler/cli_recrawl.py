@@ -19,6 +19,7 @@ from trawler.cli_common import (
     EXIT_SIGNAL_BASE,
     DataOpt,
     check_postgres_url,
+    check_redis_url,
     fail,
 )
 from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S, RevisitWindow
@@ -53,10 +54,18 @@ def recrawl(
     revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
     max_seconds: Annotated[float | None, typer.Option("--max-seconds", help="Stop after this many seconds.")] = None,
     delay: Annotated[float | None, typer.Option(help="Seconds between two requests to one host [the job's --delay].")] = None,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="A distributed job: start a pass that the workers carry out (with --redis).")] = None,
+    redis: Annotated[str | None, typer.Option("--redis", envvar="TRAWLER_REDIS", callback=check_redis_url, help="The distributed job's Redis (with --postgres).")] = None,
 ) -> None:  # fmt: skip
     """Revisit the job's stored pages with conditional GET: one pass over every page
-    now, or with --continuous each page when due. Changed pages become new versions."""
+    now, or with --continuous each page when due. Changed pages become new versions.
+    With --postgres and --redis: a distributed job's pass, run by `trawler worker`s."""
     window = revisit_window(revisit_min, revisit_max)
+    if postgres is not None or redis is not None:
+        local = {"--continuous": continuous, "--max-seconds": max_seconds is not None,
+                 "--delay": delay is not None}  # fmt: skip
+        _pg_recrawl(postgres, redis, job, window, [name for name, given in local.items() if given])
+        return
     if max_seconds is not None and not max_seconds > 0:
         fail("--max-seconds must be > 0")
     if delay is not None and not delay >= 0:
@@ -73,6 +82,38 @@ def recrawl(
         config.delay_s = delay
     totals = run_recrawl(job_dir(data, job_id), config, window, continuous, max_seconds)
     typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
+
+
+# What a distributed job does instead of each option of a pass run here.
+_DISTRIBUTED_INSTEAD = {
+    "--continuous": "`trawler submit --recrawl` makes a distributed job continuous",
+    "--max-seconds": "a distributed pass runs until each page is revisited (cancel it to stop)",
+    "--delay": "the workers keep the job's own --delay",
+}
+
+
+def _pg_recrawl(postgres: str | None, redis: str | None, job: str | None,
+                window: RevisitWindow, local_options: list[str]) -> None:  # fmt: skip
+    """Start a distributed job's pass (the workers carry it out) and return at once."""
+    from trawler.cli_common import run_connected
+    from trawler.cli_dist import start_recrawl
+    from trawler.jobs.model import NotRevisitable, UnknownJob
+
+    if postgres is None:
+        fail("--redis needs --postgres: the distributed job's database")
+    if redis is None:
+        fail("--postgres needs --redis: the frontier the workers share")
+    if local_options:
+        option = local_options[0]
+        fail(f"{option} is for `trawler recrawl --data` only: {_DISTRIBUTED_INSTEAD[option]}")
+    try:
+        job_id, pages = run_connected(start_recrawl(postgres, redis, job, window))
+    except UnknownJob:
+        fail(f"no job {job!r} in the database" if job else "no job in the database: submit one")
+    except NotRevisitable as exc:
+        fail(str(exc), EXIT_FAILED)
+    typer.echo(f"job {job_id}: a recrawl pass of {pages} pages, carried out by the workers",
+               err=True)  # fmt: skip
 
 
 def _pick_job(jobs: object, data: Path, job: str | None) -> str:

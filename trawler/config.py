@@ -97,6 +97,17 @@ class CrawlConfig(BaseModel):
     # revisit_policy.py: intervals for the freshest copies at the fetches the
     # proportional schedule (1/rate) would make, or that proportional schedule.
     revisit_policy: Literal["optimal", "proportional"] = "optimal"
+    # JavaScript rendering (issue 16, render/): never, auto (application shells, learnt
+    # per host: render/shell.py) or always; whose subresources a rendered page loads.
+    render: Literal["never", "auto", "always"] = "never"
+    render_resources: Literal["same-host", "all", "none"] = "same-host"
+    render_concurrency: int = Field(default=2, ge=1, le=64)  # browser contexts at a time
+    render_timeout_s: float = Field(default=20.0, gt=0)  # per page, load to settled DOM
+    render_restart_pages: int = Field(default=100, ge=1)  # a fresh browser every N pages
+    render_max_memory_mb: int = Field(default=1024, ge=64)  # browser PSS ceiling: restart
+    # auto: a host whose renders added no link and no text this many times in a row
+    # is rendered no more.
+    render_host_misses: int = Field(default=5, ge=1)
 
     @field_validator("include", "exclude")
     @classmethod
@@ -155,6 +166,7 @@ _FIELD_ALIASES = {
     "first_byte_timeout": "first_byte_timeout_s",
     "parse_time_limit": "parse_time_limit_s",
     "robots_retry_waits": "robots_retry_waits_s",
+    "render_timeout": "render_timeout_s",
 }
 
 

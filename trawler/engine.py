@@ -54,6 +54,7 @@ from trawler.recrawl_flow import (
     revisit_headers,
 )
 from trawler.recrawl_lanes import REVISIT
+from trawler.renderflow import Rendering, render_bytes
 from trawler.retry import RetryPolicy
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
@@ -130,6 +131,9 @@ class Crawler:
             revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
         )  # fmt: skip
         self.robots.read_shared = revisits is None or not revisits.reread_robots
+        self.rendering = None if config.render == "never" else Rendering(
+            config, self.fetcher, self.robots, self._counters
+        )  # fmt: skip
         self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -146,6 +150,8 @@ class Crawler:
     async def run(self, stored_before: int) -> bool:
         """Crawl until done, stopped or the page budget is spent; True when complete."""
         self.pages_stored = stored_before
+        if self.rendering is not None:  # first: a browser that cannot start opens nothing
+            await self.rendering.start()
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
         self._opened = True
@@ -171,6 +177,8 @@ class Crawler:
             await committer
             if reporter:
                 reporter.cancel()
+            if self.rendering is not None:
+                await self.rendering.close()
             await self.fetcher.close()
             self.analysis.close()
             if self._own_services:
@@ -317,6 +325,8 @@ class Crawler:
                 on_sent=partial(self.frontier.record_sent, host),
                 extra_headers=revisit_headers(request),
             )
+            if self.rendering is not None and self.rendering.wants(request, result):
+                await self.rendering.render(request, result, self.frontier)  # host still held
             slot.release()
             self.frontier.record_response(host, result.status, result.error, result.retry_after_s)
             holds_host = False
@@ -397,7 +407,7 @@ class Crawler:
             await self._revisited(request, result)
             return
         outcome = UrlOutcome(request, state, attempts or [], result)
-        size = PAGE_OVERHEAD_BYTES + len(result.body) + len(result.raw_body)
+        size = PAGE_OVERHEAD_BYTES + len(result.body) + len(result.raw_body) + render_bytes(result)
         await self.analysing.take(size)
         if task is not None:
             task.release()

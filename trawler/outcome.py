@@ -103,6 +103,7 @@ def _base_record(request: CrawlRequest, result: FetchResult) -> PageRecord:
         sitemap_lastmod=request.lastmod,
         sitemap_changefreq=request.changefreq,
         kind=request.kind,
+        rendered=result.rendered,
     )
 
 
@@ -124,9 +125,9 @@ def robots_record(result: FetchResult, host: str) -> RobotsRecord:
 
 
 def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, token: str) -> None:
-    parsed = parse_html(
-        result.body, result.final_url, result.charset, config.max_links_per_page, token
-    )
+    # A rendered page is read from its DOM (serialised as UTF-8), what a user sees.
+    body, charset = (result.body, result.charset) if result.dom is None else (result.dom, "utf-8")
+    parsed = parse_html(body, result.final_url, charset, config.max_links_per_page, token)
     page = outcome.page
     if parsed.error is not None:  # not parsed: no text, no links to follow
         page.error = parsed.error

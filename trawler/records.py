@@ -60,6 +60,12 @@ class FetchResult:
     started_at: float = 0.0  # wall clock (time.time()) when the request started
     duration_s: float = 0.0
     retry_after_s: float | None = None  # from a 429/503 Retry-After header
+    # --render (render/shell.py): what was decided for the page (None: not considered);
+    # ``dom`` the rendered document (UTF-8), parsed instead of ``body`` when set;
+    # ``subresources`` the requests the rendered page made, as fetched (archived).
+    rendered: str | None = None
+    dom: bytes | None = None
+    subresources: list[FetchResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -124,6 +130,7 @@ class PageRecord:
     sitemap_changefreq: str | None = None  # <changefreq> from a sitemap (sitemaps.CHANGEFREQS)
     minhash: bytes | None = None  # MinHash sketch of the main text (minhash.py)
     kind: str = "page"  # "page" or "sitemap" (CrawlRequest.kind); robots.txt: RobotsRecord
+    rendered: str | None = None  # FetchResult.rendered: the --render decision (render/shell.py)
 
 
 @dataclass(slots=True)

@@ -2,7 +2,9 @@
 
 A worker takes any job that still has work in Redis, crawls it with the same
 engine as the embedded mode (only the backend differs), and moves on to the
-next job; with ``exit_when_idle`` it exits once no job has work left.
+next job; with ``exit_when_idle`` it exits once no job has work left. A job in
+a revisit pass (jobs/postgres_passes.py) has its work in PostgreSQL: a worker
+takes it, revisits its pages, and puts it back to its state once none is left.
 
 A worker rides out an outage of Redis or PostgreSQL of any length: every call
 is retried with back-off (outage.py), one log line says a service is lost and
@@ -36,6 +38,7 @@ from trawler.jobs.follow import Controls, follow_job
 from trawler.jobs.model import InvalidTransition, JobState
 from trawler.jobs.postgres import PostgresJobStore
 from trawler.jobs.postgres_controls import PostgresControlStore
+from trawler.jobs.postgres_passes import end_pass, jobs_in_a_pass, pass_of
 from trawler.linkfilter import LinkFilter
 from trawler.outage import (
     OutageAbandoned,
@@ -46,10 +49,12 @@ from trawler.outage import (
 )
 from trawler.politeness import PolitenessPolicy
 from trawler.records import Progress
+from trawler.recrawl_flow import RevisitOptions
 from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
 from trawler.services import Services
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
+from trawler.store.pg_passes import RevisitPass
 from trawler.store.postgres import PostgresStore
 from trawler.urls import Normaliser
 
@@ -134,25 +139,42 @@ async def job_frontier_stats(redis_url: str, job_id: str) -> dict[str, int]:
 async def _pick_job(
     store: PostgresStore, redis_url: str, health: ServiceHealth
 ) -> tuple[str, CrawlConfig] | None:
-    """A job with URLs queued or in flight (oldest first), else a continuous one
-    (--recrawl: its pages come due again); other jobs with neither are finished.
+    """A job with URLs queued or in flight (oldest first), else one in a revisit pass
+    (its pages are fed from PostgreSQL), else a continuous one (--recrawl: its pages
+    come due again); other jobs with none of these are finished.
 
     URLs in flight at other workers may still add work, so a worker joins such
     a job and waits in the frontier rather than leaving as idle. Paused and
     ended jobs are not picked.
     """
     jobs = PostgresJobStore(store)
+    in_a_pass = await jobs_in_a_pass(store)
+    revisiting: tuple[str, CrawlConfig] | None = None
     continuous: tuple[str, CrawlConfig] | None = None
     for job in reversed(await store.list_jobs(ACTIVE_STATES)):  # finished ones not read
         queued, leased = await job_work(redis_url, job.id, health)
         if queued or leased:
             return job.id, (await store.get_job(job.id))[0]
         config = (await store.get_job(job.id))[0]
-        if config.recrawl:  # runs until stopped (pages come due), after jobs with URLs
+        if job.id in in_a_pass:  # ended by the worker that finds none of its pages left
+            revisiting = revisiting or (job.id, config)
+        elif config.recrawl:  # runs until stopped (pages come due), after jobs with URLs
             continuous = continuous or (job.id, config)
-            continue
-        await _end_state(jobs, job.id, JobState.FINISHED, "complete")
-    return continuous
+        else:
+            await _end_state(jobs, job.id, JobState.FINISHED, "complete")
+    return revisiting or continuous
+
+
+def _pass_run(
+    config: CrawlConfig, revisit_pass: RevisitPass | None
+) -> tuple[CrawlConfig, RevisitOptions | None]:
+    """A revisit pass's crawl: every page of it once, in its window, the page budget
+    not applied (the crawl's: a revisit stores no page, as recrawl_run.py)."""
+    if revisit_pass is None:
+        return config, None
+    config = config.model_copy()
+    config.max_pages = None
+    return config, RevisitOptions(revisit_pass.window, continuous=False, discovery=True)
 
 
 async def _services_under_controls(config: CrawlConfig, store: ControlStore) -> Services:
@@ -257,10 +279,13 @@ class Worker:
             options.lease_timeout_s, self.redis_health,
         )  # fmt: skip
         self._job_id, self._backend = job_id, backend
+        revisit_pass = await pass_of(store, job_id)
+        config, revisits = _pass_run(config, revisit_pass)
+        backend.pass_due_at = revisit_pass.due_at if revisit_pass is not None else None
         controls_store = PostgresControlStore(store)
         services = await _services_under_controls(config, controls_store)
         self.crawler = crawler = Crawler(
-            config, backend, on_progress=self.on_progress, services=services
+            config, backend, on_progress=self.on_progress, services=services, revisits=revisits
         )
         self._beat_now.set()  # listed as live at once
         # Paused or cancelled elsewhere: this worker leaves the job (in-flight requests
@@ -282,7 +307,9 @@ class Worker:
             self._beat_now.set()  # listed as idle at once, not a beat later
             await services.close()
             await backend.close()  # already closed unless the crawl could not start
-        if complete:
+        if complete and revisit_pass is not None:  # back to the state it had
+            await end_pass(store, job_id)
+        elif complete:
             await _end_state(jobs, job_id, JobState.FINISHED, "complete")
 
     def start_heartbeat(self, registry: WorkerRegistry) -> asyncio.Task[None]:

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,14 @@ class ServeProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(5)
+
+
+def serving(data: Path, tmp_path: Path, token: str) -> Iterator[ServeProcess]:
+    """A fixture's body: `trawler serve --data DATA --allow-private` with ``token``,
+    its log in ``tmp_path``, stopped after the test."""
+    served = start_serve(data, tmp_path / "serve.log", "--allow-private", token=token)
+    yield served
+    served.stop()
 
 
 def start_serve(

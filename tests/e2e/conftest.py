@@ -70,6 +70,30 @@ def testsite(tmp_path: Path) -> Iterator[Served]:
     served.process.wait(10)
 
 
+@dataclass
+class LoggedSite:
+    """A test server of ours in a child process (``python -m MODULE``): it prints its
+    base URL, then ``ready``, and writes an access log of JSON lines."""
+
+    seed: str
+    log_path: Path
+    process: subprocess.Popen[str]
+
+    def log(self) -> list[dict]:
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+
+def start_logged_site(module: str, tmp: Path, *extra: str) -> LoggedSite:
+    log_path = tmp / "access.jsonl"
+    cmd = [sys.executable, "-m", module, "--access-log", str(log_path), *extra]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    prioritise(process)
+    assert process.stdout is not None
+    seed = process.stdout.readline().strip()
+    assert process.stdout.readline().strip() == "ready"
+    return LoggedSite(seed, log_path, process)
+
+
 def run_trawler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a child process."""
     return subprocess.run(

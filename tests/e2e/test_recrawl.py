@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.e2e.conftest import job_data, run_trawler
-from tests.servers import prioritise
+from tests.e2e.conftest import LoggedSite, job_data, run_trawler, start_logged_site
 from trawler.recrawl import RevisitWindow
 from trawler.store.warc_revisit import PROFILE_IDENTICAL, PROFILE_NOT_MODIFIED
 
@@ -29,27 +28,14 @@ WINDOW = RevisitWindow(0.5, 20.0)
 RECRAWL_S = 12.0
 
 
-@dataclass
-class Site:
-    seed: str
-    log_path: Path
-    process: subprocess.Popen[str]
-
-    def log(self) -> list[dict]:
-        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+Site = LoggedSite
 
 
 def start_site(tmp: Path, *extra: str) -> Site:
     """The changing site; ``extra``: its options (--pages, --births, --status-file)."""
-    log_path = tmp / "access.jsonl"
-    cmd = [sys.executable, "-m", "tests.e2e.changing_site", "--access-log", str(log_path),
-           "--robots-file", str(tmp / "robots.txt"), *extra]  # fmt: skip
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    prioritise(process)
-    assert process.stdout is not None
-    seed = process.stdout.readline().strip()
-    assert process.stdout.readline().strip() == "ready"
-    return Site(seed, log_path, process)
+    return start_logged_site(
+        "tests.e2e.changing_site", tmp, "--robots-file", str(tmp / "robots.txt"), *extra
+    )
 
 
 @dataclass

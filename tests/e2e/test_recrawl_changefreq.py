@@ -1,18 +1,26 @@
 """Sitemap <changefreq> (issue 15): kept per URL beside <lastmod>, exported as
 `sitemap_changefreq`, and the first estimate of a page's change rate, clamped to the
-revisit window. A real crawl of a scripted site on loopback (embedded: revisits are)."""
+revisit window. A real crawl of a scripted site on loopback, embedded and distributed
+(`trawler submit --recrawl`, a worker, the session's redis-server and PostgreSQL: the
+field travels through the Redis queue entries)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.e2e.conftest import job_data, run_trawler
+from tests.e2e.conftest import job_data, run_trawler, until
 from tests.e2e.scripted import page, start_scripted
+from tests.servers import PostgresServer
 
 pytestmark = pytest.mark.timeout(120)
 XML = {"Content-Type": "application/xml"}
@@ -91,3 +99,49 @@ def first_intervals(data: Path) -> dict[str, float]:
         intervals = {url.rsplit("/", 1)[1]: gap for url, gap in rows}
     assert visits == 0  # no revisit yet: these are the sitemap's estimates
     return intervals
+
+
+def test_changefreq_travels_through_redis_into_postgresql(
+    tmp_path: Path, redis_url: str, postgres_server: PostgresServer
+) -> None:
+    """A continuous distributed job: each page's row keeps its <changefreq> and its
+    first revisit is due after the interval it gives, as embedded."""
+    two_days_ago = (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    server = start_scripted(tmp_path, site_script(two_days_ago))
+    database = postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+    connect = ["--redis", redis_url, "--postgres", database]
+    window = ("--revisit-min", str(WINDOW[0]), "--revisit-max", str(WINDOW[1]))
+    out = run_trawler("submit", server.bases[0] + "/", *connect, "--delay", "0",
+                      "--allow-private", "--recrawl", *window)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().splitlines()[-1]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "trawler", "worker", *connect, "--warc-dir",
+         str(tmp_path / "warc"), "--worker-id", "w0", "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    states = "SELECT count(*) FROM revisit_state WHERE job_id = %s"
+    try:
+        seeded = until(lambda: rows(database, states, job) == [(len(EXPECTED) + 3,)], 60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        err = worker.communicate(timeout=30)[1]
+        server.stop()
+    assert seeded, err
+    stored = dict(rows(database, "SELECT url, sitemap_changefreq FROM pages WHERE job_id = %s"
+                      " AND kind = 'page'", job))  # fmt: skip
+    by_name = {url.rsplit("/", 1)[1]: freq for url, freq in stored.items()}
+    assert {name: by_name[f"p-{name}"] for name in EXPECTED} == {n: n.lower() for n in EXPECTED}
+    assert by_name["p-bogus"] is None and by_name["p-lastmod"] is None
+    gaps = rows(database, "SELECT url, next_visit_at - version_at FROM revisit_state"
+                " WHERE job_id = %s", job)  # fmt: skip
+    intervals = {url.rsplit("/", 1)[1]: gap for url, gap in gaps}
+    for name, interval_s in EXPECTED.items():
+        assert intervals[f"p-{name}"] == pytest.approx(interval_s), name
+    assert intervals["p-bogus"] == pytest.approx((WINDOW[0] * WINDOW[1]) ** 0.5)
+    assert intervals["p-lastmod"] == pytest.approx(2 * DAY_S, rel=0.01)
+
+
+def rows(database: str, sql: str, *args: object) -> list[tuple]:
+    with psycopg.connect(database) as conn:
+        return conn.execute(sql, args).fetchall()

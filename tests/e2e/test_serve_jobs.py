@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.api_server import ServeProcess, start_serve
+from tests.e2e.api_server import ServeProcess, serving, start_serve
 from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import run_trawler
 from tests.e2e.runner_site import (
@@ -48,9 +48,7 @@ def data(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def api(data: Path, tmp_path: Path) -> Iterator[ServeProcess]:
-    served = start_serve(data, tmp_path / "serve.log", "--allow-private", token=TOKEN)
-    yield served
-    served.stop()
+    yield from serving(data, tmp_path, TOKEN)
 
 
 def body(name: str, seeds: list[str], delay_s: float, **options: object) -> dict:

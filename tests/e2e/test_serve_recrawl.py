@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.api_server import ServeProcess, start_serve
+from tests.e2e.api_server import ServeProcess, serving, start_serve
 from tests.e2e.conftest import run_trawler
 from tests.e2e.test_recrawl import CLOCK_SLACK_S, Site, start_site
 from tests.e2e.test_serve_jobs import body, create, finished, job_state, until
@@ -40,9 +40,7 @@ def data(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def api(data: Path, tmp_path: Path) -> Iterator[ServeProcess]:
-    served = start_serve(data, tmp_path / "serve.log", "--allow-private", token=TOKEN)
-    yield served
-    served.stop()
+    yield from serving(data, tmp_path, TOKEN)
 
 
 def crawled_job(client: httpx.Client, site: Site, name: str, delay_s: float) -> str:

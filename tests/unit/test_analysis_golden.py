@@ -46,9 +46,9 @@ def _plain(value: object) -> object:
     return value
 
 
-# Fields added to the records since the values were pinned (issue 15): left out of the digest
+# Fields added to the records since the values were pinned (issues 15, 16): left out of the digest
 # while empty (None), so the pin still checks every value it checked.
-ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq"})
+ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq", "rendered"})
 
 
 def _fields(record: object) -> dict[str, object]:

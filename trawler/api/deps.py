@@ -40,10 +40,6 @@ class SearchUnavailable(JobControlUnavailable):
     """This backend has no full-text index (the API answers 501)."""
 
 
-class VersionsUnavailable(JobControlUnavailable):
-    """This backend keeps no page versions (the API answers 501)."""
-
-
 class StoreUnavailable(RuntimeError):
     """The job store cannot be read (the API answers 503); the message says why."""
 
@@ -66,15 +62,14 @@ class JobReader(Protocol):
         self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
     ) -> Iterator[dict]:
         """The rows of `trawler export --versions`, streamed (reading stops at ``close``):
-        a revisited page's latest version, or ``all`` of them (``VersionsUnavailable``
-        at the call, not while streaming, where the backend keeps none)."""
+        a revisited page's latest version, or ``all`` of them."""
 
     def export_columns(self) -> tuple[str, ...]:
         """The export's columns (``version`` too once a page has a later version)."""
 
     def versions(self, url: str, text: bool) -> list[dict]:
         """A normalised URL's versions, oldest first, as `trawler versions URL` (empty
-        when not stored or not revisited yet; ``VersionsUnavailable``)."""
+        when not stored or not revisited yet)."""
 
     def pages(
         self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False
@@ -129,8 +124,9 @@ class JobService(Protocol):
         ``InvalidTransition`` when its state does not allow it."""
 
     async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
-        """Start a revisit pass of the job's stored pages (jobs/local.py ``recrawl``);
-        ``InvalidTransition`` when the job's state does not allow it,
+        """Start a revisit pass of the job's stored pages (jobs/local.py ``recrawl``; for
+        the workers, jobs/postgres_passes.py ``start_pass``); ``InvalidTransition`` when
+        the job's state does not allow it,
         ``JobControlUnavailable`` where this backend has none."""
 
     def reader(self, job_id: str) -> JobReader:

@@ -4,7 +4,8 @@ Redis, crawled by `trawler worker`s (`trawler serve --redis URL --postgres URL`)
 This process crawls nothing. Creating a job is what `trawler submit` does (the
 job's row, then its seeds streamed into Redis in bounded chunks: worker.seed_job);
 pause, resume and cancel are job-store transitions, which every worker follows
-within 2 s (jobs/follow.py); operators' controls live in PostgreSQL
+within 2 s (jobs/follow.py); a revisit pass is recorded for the workers to carry
+out (jobs/postgres_passes.py); operators' controls live in PostgreSQL
 (``StoredControls`` over ``PostgresControlStore``), which every worker follows
 within 2 s too (jobs/controls.py). Reads go through a blocking connection pool
 on worker threads (api/pgreader.py).
@@ -21,7 +22,7 @@ import psycopg
 import redis
 from psycopg_pool import ConnectionPool
 
-from trawler.api.deps import JobControlUnavailable, StoreUnavailable
+from trawler.api.deps import StoreUnavailable
 from trawler.api.pgreader import SEARCH_LATER, PostgresJobReader
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_conn import connect_redis
@@ -29,6 +30,7 @@ from trawler.frontier.redis_view import FrontierView
 from trawler.frontier.workers import WorkerRegistry
 from trawler.jobs.model import JobInfo, JobState, UnknownJob
 from trawler.jobs.postgres import PostgresJobStore
+from trawler.jobs.postgres_passes import check_pausable, start_pass
 from trawler.recrawl import RevisitWindow
 from trawler.seeds import SeedSpool
 from trawler.store import postgres_read
@@ -95,15 +97,16 @@ class DistributedJobs:
 
     async def change_state(self, job_id: str, wanted: JobState) -> JobInfo:
         _check_id(job_id)
+        if wanted is JobState.PAUSED:  # a revisit pass is cancelled, not paused (409)
+            await self._call(lambda: check_pausable(self.store, job_id))
         await self._call(lambda: self.jobs.transition(job_id, wanted, "api"))
         return await self.get_job(job_id)
 
     async def recrawl_job(self, job_id: str, window: RevisitWindow) -> JobInfo:
-        await self.get_job(job_id)  # UnknownJob: 404
-        raise JobControlUnavailable(
-            "recrawl: distributed jobs keep no page versions yet; revisits run on the"
-            " embedded backend (trawler serve --data DIR, trawler recrawl)"
-        )
+        """A revisit pass the workers carry out (jobs/postgres_passes.py)."""
+        _check_id(job_id)
+        await self._call(lambda: start_pass(self.store, self.redis_url, job_id, window))
+        return await self.get_job(job_id)
 
     def reader(self, job_id: str) -> PostgresJobReader:
         _check_id(job_id)

@@ -19,10 +19,11 @@ import psycopg
 import redis
 from psycopg_pool import ConnectionPool
 
-from trawler.api.deps import SearchUnavailable, StoreUnavailable, VersionsUnavailable
+from trawler.api.deps import SearchUnavailable, StoreUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
+from trawler.store import pg_versions_read as pv
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
 from trawler.store.sqlite_export import EXPORT_COLUMNS
@@ -31,7 +32,6 @@ from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
 SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
-VERSIONS_LATER = "page versions are kept by embedded jobs only for now (trawler recrawl)"
 _FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
              redis.TimeoutError)  # fmt: skip
 
@@ -81,15 +81,21 @@ class PostgresJobReader:
     def export_rows(
         self, include_noindex: bool, kinds: frozenset[str], versions: str = "latest"
     ) -> Iterator[dict]:
-        if versions != "latest":  # raised here, before the answer starts
-            raise VersionsUnavailable(VERSIONS_LATER)
-        return pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
+        rows = pg.export_rows(self.conn, self.job_id, include_noindex, kinds)
+        if not pv.has_versions(self.conn, self.job_id):
+            return rows  # never revisited, or nothing changed: the pages are the versions
+        return pv.versioned_rows(self.conn, self.job_id, rows, versions)
 
     def export_columns(self) -> tuple[str, ...]:
+        if pv.has_versions(self.conn, self.job_id):
+            return (*EXPORT_COLUMNS, "version")
         return EXPORT_COLUMNS
 
     def versions(self, url: str, text: bool) -> list[dict]:
-        raise VersionsUnavailable(VERSIONS_LATER)
+        rows = pv.versions_of(self.conn, self.job_id, url, latest_only=False)
+        for row in rows if not text else ():
+            row.pop("text")
+        return rows
 
     def pages(
         self, wanted: PageFilter, offset: int, limit: int, newest_first: bool = False

@@ -123,7 +123,8 @@ class PageRow(BaseModel):
     duplicate_of: str | None
     simhash: str | None
     sitemap_lastmod: str | None
-    sitemap_changefreq: str | None = None  # embedded jobs only for now
+    sitemap_changefreq: str | None = None
+    rendered: str | None = None  # the --render decision (embedded jobs only for now)
     error: str | None
     warc_file: str | None
     warc_offset: int | None

@@ -6,13 +6,16 @@ A queue entry is short, because a queue holds millions of them: Redis keeps a
 list of short strings packed (listpack), a few bytes over their length. Host
 and depth are not in it (they name the list it sits in: redis_scripts.py):
 
-    <url>[\\n<parent>[\\n<json [attempts, kind, lastmod]>]]<fp: 8 bytes>
+    <url>[\\n<parent>[\\n<json [attempts, kind, lastmod[, changefreq]]>]]<fp: 8 bytes>
 
 - ``url``: ``/path?query`` stands for ``http://<host>/path?query``, ``\\x02/path``
   for ``https://<host>/path``; any other URL is written whole.
 - ``parent``: ``<n>|<rest>``: the first n characters of the URL, then ``rest``
   (a link's parent is most often a page of the same site).
-- the JSON array only when a field is not its default (a retried or sitemap URL).
+- the JSON array only when a field is not its default (a retried or sitemap URL);
+  ``changefreq`` (a sitemap entry's, issue 15) only when set, so an entry without it
+  is the same bytes as before it was carried, and one written before decodes
+  without it.
 - the fingerprint last, where the scripts read it (``string.sub(p, -8)``).
 
 Entries written by earlier versions are JSON arrays
@@ -36,7 +39,7 @@ T = TypeVar("T")
 # other client meanwhile: a call of 2,000 takes ~40 ms (10,000: ~200 ms).
 SCRIPT_CHUNK = 2_000
 HTTPS = "\x02"  # control characters never occur in a normalised URL
-_DEFAULTS = (0, "page", None)  # attempts, kind, lastmod
+_DEFAULTS = (0, "page", None)  # attempts, kind, lastmod (changefreq: only when set)
 
 
 def ms(seconds: float) -> int:
@@ -52,7 +55,9 @@ def fp8(fp: int) -> bytes:
 def encode_request(r: CrawlRequest) -> bytes:
     """Deterministic, so re-adding a URL's payload is a no-op."""
     body = _url_code(r.url, r.host)
-    extras = (r.attempts, r.kind, r.lastmod)
+    extras: tuple = (r.attempts, r.kind, r.lastmod)
+    if r.changefreq is not None:
+        extras += (r.changefreq,)
     if r.parent_url is not None or extras != _DEFAULTS:
         body += "\n" + ("" if r.parent_url is None else _parent_code(r.parent_url, r.url))
     if extras != _DEFAULTS:
@@ -67,9 +72,11 @@ def decode_request(payload: bytes, host: str, depth: int) -> CrawlRequest:
     fields = payload[:-8].decode().split("\n", 2)
     url = _url_decode(fields[0], host)
     parent = _parent_decode(fields[1], url) if len(fields) > 1 and fields[1] else None
-    attempts, kind, lastmod = json.loads(fields[2]) if len(fields) > 2 else _DEFAULTS
+    attempts, kind, lastmod, *rest = json.loads(fields[2]) if len(fields) > 2 else _DEFAULTS
     fp = int.from_bytes(payload[-8:], "big", signed=True)
-    return CrawlRequest(url, depth, parent, host, fp, attempts, kind, lastmod)
+    changefreq = rest[0] if rest else None
+    return CrawlRequest(url, depth, parent, host, fp, attempts, kind, lastmod,
+                        changefreq=changefreq)  # fmt: skip
 
 
 def lease_key(payload: bytes) -> bytes:

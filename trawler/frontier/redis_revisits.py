@@ -47,6 +47,8 @@ from trawler.recrawl_lanes import revisit_request, state_of
 from trawler.store.versions import STATE_COLUMNS, RevisitState
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
     from trawler.frontier.redis import RedisFrontier
 
 MARK = b"\x01"  # never the first byte of a URL entry (redis_codec.py)
@@ -204,3 +206,14 @@ class RedisRevisits:
             for r in chunk:
                 f._inflight.pop(r.fp, None)
         f._wake.set()
+
+
+async def reset_lanes(client: Redis, job_id: str, prefix: str = "trawler") -> None:
+    """Empty the job's revisit lanes and forget what they admitted, before a revisit pass
+    of the job (jobs/postgres_passes.py): its pages are all due again in PostgreSQL and
+    are fed anew. ``rpoll`` stays: poll numbers only grow (RADD compares them)."""
+    jp = f"{prefix}:{{{job_id}}}:"
+    lanes = [key async for key in client.scan_iter(match=jp + "r:*", count=1000)]
+    for start in range(0, len(lanes), 1000):
+        await client.delete(*lanes[start : start + 1000])
+    await client.delete(jp + "rpending", jp + "racked", jp + "rturn", jp + "rfeeder")

@@ -37,6 +37,7 @@ from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
 from trawler.recrawl_lanes import revisit_request
 from trawler.recrawl_store import _place, archive_visit
 from trawler.recrawl_visit import RevisitOutcome, validators
+from trawler.store import pg_passes
 from trawler.store import pg_versions as pv
 from trawler.store.base import UrlOutcome
 from trawler.store.postgres import ROW_REJECTED
@@ -56,12 +57,16 @@ FEED_TURN_S = 5.0  # the feeder's turn, renewed each poll; another worker's afte
 
 class DistributedRevisits:
     def __init__(self, store: PostgresStore, job_id: str, window: RevisitWindow,
-                 warc: RevisitWarcWriter, claim_s: float) -> None:  # fmt: skip
+                 warc: RevisitWarcWriter, claim_s: float,
+                 pass_due_at: float | None = None) -> None:  # fmt: skip
+        """``pass_due_at``: an on-demand pass (store/pg_passes.py): only pages due by
+        then are fed, and the feed ends once none is left."""
         self.store = store
         self.job_id = job_id
         self.window = window
         self.warc = warc
         self.claim_s = claim_s
+        self.pass_due_at = pass_due_at
 
     @classmethod
     def open(
@@ -73,13 +78,14 @@ class DistributedRevisits:
         worker_id: str,
         warc_max_bytes: int,
         claim_s: float,
+        pass_due_at: float | None = None,
     ) -> DistributedRevisits:
         """``claim_s``: how long a claimed page waits before it may be claimed again."""
         warc = RevisitWarcWriter(
             warc_dir, prefix=f"trawler-revisit-{worker_id}", max_bytes=warc_max_bytes,
             software=f"Trawler/{__version__}",
         )  # fmt: skip
-        return cls(store, job_id, window, warc, claim_s)
+        return cls(store, job_id, window, warc, claim_s, pass_due_at)
 
     # -- the commit --------------------------------------------------------------------
     def archive(self, revisits: Sequence[RevisitOutcome]) -> None:
@@ -115,7 +121,8 @@ class DistributedRevisits:
 
     def _seed_row(self, outcome: UrlOutcome) -> pv.SeedRow | None:
         """A page stored now gets its revisit state: the crawl's validators, the first
-        estimate from its sitemap <lastmod> (as recrawl_store.py's ``_first_state``)."""
+        estimate from its sitemap <changefreq> or <lastmod> (as recrawl_store.py's
+        ``_first_state``)."""
         page, result = outcome.page, outcome.result
         if page is None or result is None or page.kind != "page" or page.error is not None:
             return None
@@ -124,16 +131,28 @@ class DistributedRevisits:
         etag, last_modified = validators(result.headers)
         changed_at = lastmod_epoch(page.sitemap_lastmod)
         age = page.fetched_at - changed_at if changed_at is not None else None
-        rate = prior_rate(None, age, self.window)
+        rate = prior_rate(page.sitemap_changefreq, age, self.window)
         due = page.fetched_at + self.window.interval_s(rate)
         return pv.SeedRow(page.url, etag, last_modified, due, rate)
 
     # -- feeding -----------------------------------------------------------------------
     async def feed(self, frontier: RedisFrontier) -> None:
-        """Keep the hosts' revisit lanes filled with due pages, until cancelled."""
+        """Keep the hosts' revisit lanes filled with due pages, until cancelled; a
+        pass's until none of its pages is left (every worker asks for itself)."""
         while True:
+            if self.pass_due_at is not None and not await self._pass_left():
+                # A visit moves its page past the pass's due time in the commit that
+                # records it: none due means every one recorded. The frontier then
+                # ends this worker's run once its queues and leases are empty.
+                frontier.set_revisit_mode(False, True)
+                return
             await self.feed_once(frontier)
             await asyncio.sleep(POLL_S)
+
+    async def _pass_left(self) -> bool:
+        due_at = self.pass_due_at
+        assert due_at is not None
+        return await self._pg(lambda conn: pg_passes.pages_left(conn, self.job_id, due_at))
 
     async def feed_once(self, frontier: RedisFrontier) -> int:
         """One poll, if this worker has the feeder's turn; returns the pages queued."""
@@ -142,8 +161,9 @@ class DistributedRevisits:
         if poll == 0 or room <= 0:
             return 0
         now = time.time()
+        due_by = now if self.pass_due_at is None else min(now, self.pass_due_at)
         due = await self._pg(lambda conn: pv.claim_due(conn, self.job_id, now, room,
-                                                       now + self.claim_s))  # fmt: skip
+                                                       now + self.claim_s, due_by))  # fmt: skip
         requests = [revisit_request(state, depth) for state, depth in due]
         refused = await frontier.revisits.add(poll, requests)
         if refused:  # a newer poll began meanwhile (this one stalled): claim them again

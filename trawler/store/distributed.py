@@ -10,9 +10,9 @@ not by a distributed transaction (docs/architecture.md):
 3. one Redis script adds the discovered URLs to the seen set and the host
    queues, and acknowledges the leases of the batch's URLs.
 
-A continuous job's revisits (dist_revisits.py) ride the same three steps: their
-WARC records in 1, their visits, versions and state in 2's transaction, their
-leases ended after 3.
+A continuous job's or a revisit pass's revisits (dist_revisits.py) ride the same
+three steps: their WARC records in 1, their visits, versions and state in 2's
+transaction, their leases ended after 3.
 
 A worker killed between 2 and 3 leaves its leases to expire: the URLs are
 fetched again by some worker and their pages are not stored twice. A kill
@@ -75,7 +75,8 @@ class DistributedBackend:
         self.dedup = ContentDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
         self._closed = False
-        self.revisits: DistributedRevisits | None = None  # a continuous job's (open_revisits)
+        self.revisits: DistributedRevisits | None = None  # open_revisits: continuous or a pass
+        self.pass_due_at: float | None = None  # an on-demand pass's pages: due by then
         self._warc_max_bytes = 2**30
 
     async def open(self, config: CrawlConfig) -> RedisFrontier:
@@ -122,11 +123,11 @@ class DistributedBackend:
             assert self.revisits is not None
             self.revisits.archive(batch.revisits)
 
-    # -- revisits of a continuous job (recrawl_flow.py; dist_revisits.py does the work) --
+    # -- revisits of a continuous job or a pass (recrawl_flow.py; dist_revisits.py) --
     async def open_revisits(self, window: RevisitWindow) -> None:
         self.revisits = DistributedRevisits.open(
             self.store, self.job_id, window, self.warc_dir, self.worker_id,
-            self._warc_max_bytes, claim_s=self.lease_timeout_s,
+            self._warc_max_bytes, claim_s=self.lease_timeout_s, pass_due_at=self.pass_due_at,
         )  # fmt: skip
 
     async def feed_revisits(self, frontier: RedisFrontier) -> None:

@@ -25,6 +25,13 @@ from trawler.recrawl import RevisitWindow
 from trawler.recrawl_store import _version_values, next_state, rate_from_history
 from trawler.recrawl_visit import CHANGED, Judgement, RevisitOutcome
 from trawler.safetext import safe_text
+from trawler.store.pg_versions_read import (
+    HAS_VERSIONS,
+    NEWER,
+    version_row,
+    versions_query,
+    with_versions,
+)
 from trawler.store.versions import STATE_COLUMNS, VERSION_COLUMNS, RevisitState
 
 _STATE = ", ".join(STATE_COLUMNS)
@@ -76,7 +83,7 @@ async def seed(cur: psycopg.AsyncCursor, job_id: str, rows: Sequence[SeedRow]) -
 # Redis loses nothing (store/dist_revisits.py).
 _CLAIM = (
     "UPDATE revisit_state s SET claimed_until = %(until)s FROM ("
-    " SELECT url FROM revisit_state WHERE job_id = %(job)s AND next_visit_at <= %(now)s"
+    " SELECT url FROM revisit_state WHERE job_id = %(job)s AND next_visit_at <= %(due)s"
     " AND (claimed_until IS NULL OR claimed_until <= %(now)s)"
     " ORDER BY next_visit_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due"
     f" WHERE s.job_id = %(job)s AND s.url = due.url"
@@ -85,11 +92,13 @@ _CLAIM = (
 
 
 async def claim_due(
-    conn: psycopg.AsyncConnection, job_id: str, now: float, limit: int, until: float
-) -> list[tuple[RevisitState, int]]:
-    """(state, page depth) of at most ``limit`` due pages nobody claimed, claimed
-    until ``until``; soonest due first."""
-    params = {"job": job_id, "now": now, "limit": limit, "until": until}
+    conn: psycopg.AsyncConnection, job_id: str, now: float, limit: int, until: float,
+    due_by: float | None = None,
+) -> list[tuple[RevisitState, int]]:  # fmt: skip
+    """(state, page depth) of at most ``limit`` pages due by ``due_by`` [now] nobody
+    claimed, claimed until ``until``; soonest due first."""
+    params = {"job": job_id, "now": now, "limit": limit, "until": until,
+              "due": now if due_by is None else due_by}  # fmt: skip
     async with conn.transaction():
         rows = await (await conn.execute(_CLAIM, params)).fetchall()
     rows.sort(key=lambda row: row[STATE_COLUMNS.index("next_visit_at")])
@@ -181,27 +190,16 @@ async def versions_of(
 ) -> AsyncIterator[dict]:
     """Version rows (as dicts, with ``gone``) of one URL or of every page, oldest first;
     or only each page's latest (store/versions.py ``versions_of``)."""
-    where, params = "v.job_id = %s", [job_id]
-    if url is not None:
-        where, params = where + " AND v.url = %s", [job_id, url]
-    if latest_only:
-        where += (" AND v.version = (SELECT max(version) FROM page_versions"
-                  " WHERE job_id = v.job_id AND url = v.url)")  # fmt: skip
-    columns = ", ".join(f"v.{name}" for name in VERSION_COLUMNS)
-    sql = f"SELECT {columns} FROM page_versions v WHERE {where} ORDER BY v.url, v.version"
+    sql, params = versions_query(job_id, url, latest_only)
     async with conn.cursor() as cur:
         await cur.execute(sql, params)
         async for row in cur:
-            version = dict(zip(VERSION_COLUMNS, row, strict=True))
-            version["gone"] = version["status"] in (404, 410) and version["content_sha256"] is None
-            yield version
+            yield version_row(row)
 
 
 async def has_versions(conn: psycopg.AsyncConnection, job_id: str) -> bool:
     """True when some page of the job has a version beyond the crawl's."""
-    cur = await conn.execute(
-        "SELECT 1 FROM page_versions WHERE job_id = %s AND version > 1 LIMIT 1", (job_id,)
-    )
+    cur = await conn.execute(HAS_VERSIONS, (job_id,))
     return await cur.fetchone() is not None
 
 
@@ -210,19 +208,8 @@ async def versioned_rows(
 ) -> AsyncIterator[dict]:
     """The export's rows with a ``version`` each, as export_versions.py makes them for
     the embedded store; looked up per row (by primary key), so memory stays flat."""
-    from trawler.export_versions import FETCH_COLUMNS
-
-    names = ("version", *FETCH_COLUMNS)
-    sql = (f"SELECT {', '.join(names)} FROM page_versions WHERE job_id = %s AND url = %s"
-           " AND version > 1 ORDER BY version")  # fmt: skip
     async for row in rows:
-        if row.get("kind") == "robots":
-            yield {**row, "version": None}
-            continue
-        newer = await (await conn.execute(sql, (job_id, row["url"]))).fetchall()
-        if which == "latest":
-            newer = newer[-1:]
-        if which == "all" or not newer:
-            yield {**row, "version": 1}
-        for version in newer:
-            yield {**row, **dict(zip(names, version, strict=True))}
+        newer = [] if row.get("kind") == "robots" else await (
+            await conn.execute(NEWER, (job_id, row["url"]))).fetchall()  # fmt: skip
+        for version in with_versions(row, newer, which):
+            yield version

@@ -188,6 +188,20 @@ CREATE TABLE visits (
 CREATE INDEX visits_url ON visits (job_id, url, visited_at);
 """
 
+# On-demand revisit passes of distributed jobs (issue 15, store/pg_passes.py): a row
+# while a finished or cancelled job runs one. Its pages due by ``due_at`` are the
+# pass's; the job goes back to ``back_to`` once none is left.
+PASSES = """
+CREATE TABLE revisit_passes (
+    job_id text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    due_at double precision NOT NULL,
+    back_to text NOT NULL,
+    revisit_min_s double precision NOT NULL,
+    revisit_max_s double precision NOT NULL,
+    pages integer NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -264,10 +278,17 @@ MIGRATIONS: tuple[str, ...] = (
     PAGE_TOTALS,
     # 8: revisits and page versions: see REVISITS.
     REVISITS,
-    # 9: a sitemap entry's <changefreq> (issue 15). NULL for now: the Redis frontier's
-    # queue entries do not carry it yet (frontier/redis_codec.py).
+    # 9: a sitemap entry's <changefreq> (issue 15), carried by the Redis frontier's
+    # queue entries (frontier/redis_codec.py); NULL in rows stored before they did.
     """
     ALTER TABLE pages ADD COLUMN sitemap_changefreq text;
+    """,
+    # 10: on-demand revisit passes: see PASSES.
+    PASSES,
+    # 11: the --render decision of a page (issue 16). NULL for now: distributed workers
+    # do not render yet; the column keeps the pages rows one shape on both backends.
+    """
+    ALTER TABLE pages ADD COLUMN rendered text;
     """,
 )
 

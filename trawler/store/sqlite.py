@@ -95,7 +95,8 @@ CREATE TABLE IF NOT EXISTS pages (
     canonical TEXT, noindex INTEGER, attempts INTEGER,
     host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT,
     kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap (store/kinds.py)
-    sitemap_changefreq TEXT         -- <changefreq> of the sitemap entry that listed it
+    sitemap_changefreq TEXT,        -- <changefreq> of the sitemap entry that listed it
+    rendered TEXT                   -- the --render decision (render/shell.py); NULL: never
 );
 CREATE TABLE IF NOT EXISTS robots_fetches ( -- every robots.txt download, archived in the WARC
     id INTEGER PRIMARY KEY,
@@ -205,6 +206,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     ensure_search_schema(conn)
     _add_page_kinds(conn)
     _add_changefreq(conn)
+    _add_rendered(conn)
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     conn.commit()
@@ -227,6 +229,13 @@ def _add_changefreq(conn: sqlite3.Connection) -> None:
             conn.execute("ALTER TABLE urls ADD COLUMN changefreq TEXT")
         if not has_column(conn, "pages", "sitemap_changefreq"):
             conn.execute("ALTER TABLE pages ADD COLUMN sitemap_changefreq TEXT")
+
+
+def _add_rendered(conn: sqlite3.Connection) -> None:
+    """Migrate a data directory from before JavaScript rendering (issue 16)."""
+    if not has_column(conn, "pages", "rendered"):
+        with conn:
+            conn.execute("ALTER TABLE pages ADD COLUMN rendered TEXT")
 
 
 # Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.

@@ -29,11 +29,11 @@ EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
     "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
-    "sitemap_changefreq", "error", "warc_file", "warc_offset", "kind",
+    "sitemap_changefreq", "rendered", "error", "warc_file", "warc_offset", "kind",
 )  # fmt: skip
 # Export columns a data directory of an older Trawler opened read-only lacks (a writer
 # adds them: sqlite.connect): read as NULL.
-LATER_COLUMNS = frozenset({"sitemap_changefreq"})
+LATER_COLUMNS = frozenset({"sitemap_changefreq", "rendered"})
 
 
 def select_list(columns: Sequence[str], has: Callable[[str], bool]) -> str:

@@ -25,6 +25,7 @@ complete (the Heritrix convention), so readers know which files are whole.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import secrets
@@ -54,6 +55,9 @@ OPEN_SUFFIX = ".open"
 WARC_SUFFIX = ".warc.gz"
 _GZIP_WBITS = zlib.MAX_WBITS | 16  # zlib container = gzip member
 _WRITE_BUFFER_BYTES = 1 << 20
+# The machine's failures, not one record's: they fail the commit (store/base.py's too).
+_DISK_ERRORS = (OSError, MemoryError)
+log = logging.getLogger("trawler")
 _SCAN_CHUNK_BYTES = 1 << 20
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.IGNORECASE)
 
@@ -127,7 +131,22 @@ class WarcWriter:
         level = _LEVEL_STORE if is_content_encoded(result.headers) else _LEVEL_TEXT
         response = _gzip(_response_record(result, response_id, fields), level)
         request = _gzip(self._request_record(result, response_id, fields), _LEVEL_TEXT)
-        return self._append_pair(response, request)
+        if result.dom is not None:  # built before anything is written, as the pair is
+            request += _gzip(_conversion_record(result, self._ids.take(), fields, response_id),
+                             _LEVEL_TEXT)  # fmt: skip
+        location = self._append_pair(response, request)
+        for subresource in result.subresources:  # what the rendered page loaded
+            self._write_subresource(subresource)
+        return location
+
+    def _write_subresource(self, result: FetchResult) -> None:
+        """A request a rendered page made; one that cannot be archived costs itself only."""
+        try:
+            self.write(result)
+        except _DISK_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this response's data, not the disk
+            log.warning("cannot archive %s (warc: %s)", result.url, " ".join(str(exc).split()))
 
     def _begin_pair(self, result: FetchResult) -> str:
         """Rotate when due; the fields a record and its request share, in the order
@@ -238,6 +257,18 @@ def _response_record(result: FetchResult, record_id: str, fields: str) -> bytes:
         "Content-Type: application/http; msgtype=response\r\n"
     )
     return warc_record(fields, head, result.raw_body, payload_digest=True)
+
+
+def _conversion_record(result: FetchResult, record_id: str, fields: str, response_id: str) -> bytes:
+    """The rendered DOM of a page (WARC 1.1 §6.8: content converted from another
+    record), referring to the response it was rendered from (§5.10 WARC-Refers-To)."""
+    assert result.dom is not None
+    fields = (
+        f"WARC-Type: conversion\r\nWARC-Record-ID: {record_id}\r\n{fields}"
+        f"WARC-Refers-To: {response_id}\r\n"
+        "Content-Type: text/html; charset=utf-8\r\n"
+    )
+    return warc_record(fields, b"", result.dom, payload_digest=True)
 
 
 def recover(

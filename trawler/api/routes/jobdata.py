@@ -57,18 +57,15 @@ class Kind(StrEnum):
     robots = "robots"
 
 
-LATER: Responses = {501: {"model": Problem, "description": "This backend keeps no versions"}}
 EXPORTED: Responses = {
     200: {
         "description": "The rows of `trawler export`, streamed",
         "content": {media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()},
     },
     **NOT_FOUND,
-    **LATER,
 }
 VERSIONS: Responses = {
     404: {"model": Problem, "description": "No job of that id, or no versions of that page"},
-    **LATER,
 }
 
 
@@ -87,7 +84,7 @@ def export(
     `version` column once a page has been revisited and changed)."""
     kinds = parse_kinds(",".join(kind)) if kind else DEFAULT_EXPORT_KINDS
     reader = service.reader(job_id)  # before the answer starts: a 404 stays a 404
-    try:  # so is a 501 (a backend without versions)
+    try:
         rows = reader.export_rows(include_noindex, kinds, versions.value)
         columns = reader.export_columns()
     except BaseException:

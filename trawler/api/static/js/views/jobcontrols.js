@@ -6,7 +6,7 @@ const ALLOWED = {
   pause: ['running'],
   resume: ['paused'],
   cancel: ['pending', 'running', 'paused'],
-  recrawl: ['finished', 'cancelled'], // a revisit pass of the stored pages (embedded)
+  recrawl: ['finished', 'cancelled'], // a revisit pass of the stored pages
 };
 // A job's row has these; its page adds recrawl (a pass is a deliberate act, not a row's).
 export const ROW_ACTIONS = ['pause', 'resume', 'cancel'];
