@@ -1,6 +1,7 @@
 """Recrawl: bandwidth saved by conditional GET, and freshness, adaptive vs fixed.
 
     nice -n 5 .venv/bin/python bench/bench_recrawl.py [--pages 30] [--duration 20]
+        [--seed 1] [--policy optimal|proportional]
 
 A local site (an aiohttp server in a thread of this process) serves ``--pages``
 pages whose content changes by Poisson processes of known rates (log-uniform
@@ -8,7 +9,8 @@ from one change every 2 s to one a minute, a quarter never), with ETags. Each of
 two phases crawls the site with `trawler crawl`, then revisits it for
 ``--duration`` seconds with the real ``Recrawler``:
 
-1. adaptive: the change-rate estimator within [0.5 s, 20 s];
+1. adaptive: the change-rate estimator within [0.5 s, 20 s], intervals chosen by
+   ``--policy`` (revisit_policy.py: optimal, the default, or proportional);
 2. fixed: every page at one interval, chosen so that the phase makes as many
    fetches as phase 1 did (``RevisitWindow(I, I)``), the first visits spread
    over one interval as a round robin would.
@@ -44,6 +46,7 @@ from trawler.jobs.layout import find_job_dir
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_run import Recrawler, RecrawlOptions
 from trawler.recrawl_store import RecrawlStore
+from trawler.revisit_policy import OPTIMAL, POLICIES
 from trawler.store import sqlite as db
 
 PAGE_BYTES = 4000
@@ -181,13 +184,16 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=30)
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policy", choices=POLICIES, default=OPTIMAL)
     args = parser.parse_args()
     timeline = Timeline(args.pages, args.duration + 60, args.seed)
     base = serve(timeline)
-    adaptive = phase(base, timeline, RevisitWindow(0.5, 20.0), args.duration, False)
+    window = RevisitWindow(0.5, 20.0, args.policy)
+    adaptive = phase(base, timeline, window, args.duration, False)
     interval = args.duration * args.pages / max(1, adaptive["fetches"])
     fixed = phase(base, timeline, RevisitWindow(interval, interval), args.duration, True)
-    print(f"{args.pages} pages, {args.duration:g} s, fixed interval {interval:.2f} s")
+    print(f"{args.pages} pages, {args.duration:g} s, seed {args.seed}, policy {args.policy},"
+          f" fixed interval {interval:.2f} s")  # fmt: skip
     for name, result in (("adaptive", adaptive), ("fixed", fixed)):
         saved = 1 - result["body_bytes"] / max(1, result["full_bytes"])
         print(f"{name:9s} fetches {result['fetches']:5d}  body bytes {result['body_bytes']:8d}"

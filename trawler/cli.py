@@ -57,6 +57,11 @@ class Scope(StrEnum):
     any = "any"
 
 
+class RevisitPolicy(StrEnum):  # revisit_policy.POLICIES
+    optimal = "optimal"
+    proportional = "proportional"
+
+
 class Render(StrEnum):
     never = "never"
     auto = "auto"
@@ -107,6 +112,7 @@ def crawl(
     recrawl: Annotated[bool | None, typer.Option("--recrawl/--no-recrawl", help="A continuous job: revisit each stored page when due, beside new URLs, until stopped (SIGINT/SIGTERM); kept with the job [off].")] = None,
     revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
     revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
+    revisit_policy: Annotated[RevisitPolicy | None, typer.Option("--revisit-policy", help="optimal: the intervals that keep most pages fresh for the fetches proportional would make (pages changing too often for that are visited less); proportional: visit a page as often as it changes [optimal].")] = None,
     render: Annotated[Render | None, typer.Option(help="Run pages' JavaScript in chromium: never, auto (pages that look like an application shell; a host whose renders add nothing is rendered no more) or always [never].")] = None,
     render_resources: Annotated[RenderResources | None, typer.Option(help="Subresources a rendered page may load, each through the crawler's politeness: same-host, all or none; never images, media or fonts [same-host].")] = None,
     render_concurrency: Annotated[int | None, typer.Option(help="Pages rendered at a time (browser contexts) [2].")] = None,
@@ -209,6 +215,7 @@ _CONFIG_PARAMS = {
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
     "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
+    "revisit_policy": "revisit_policy",
     "render": "render", "render_resources": "render_resources",
     "render_concurrency": "render_concurrency", "render_timeout": "render_timeout_s",
 }  # fmt: skip
@@ -217,7 +224,7 @@ _CONFIG_PARAMS = {
 def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The crawl options the user gave, as CrawlConfig fields (None = not given)."""
     settings = {field: params.get(name) for name, field in _CONFIG_PARAMS.items()}
-    for name in ("scope", "render", "render_resources"):
+    for name in ("scope", "render", "render_resources", "revisit_policy"):
         if isinstance(value := settings[name], Enum):
             settings[name] = value.value
     return settings

@@ -94,6 +94,9 @@ class CrawlConfig(BaseModel):
     recrawl: bool = False
     revisit_min_s: float = Field(default=3600.0, gt=0)  # recrawl.DEFAULT_REVISIT_MIN_S
     revisit_max_s: float = Field(default=30 * 86400.0, gt=0)  # recrawl.DEFAULT_REVISIT_MAX_S
+    # revisit_policy.py: intervals for the freshest copies at the fetches the
+    # proportional schedule (1/rate) would make, or that proportional schedule.
+    revisit_policy: Literal["optimal", "proportional"] = "optimal"
     # JavaScript rendering (issue 16, render/): never, auto (application shells, learnt
     # per host: render/shell.py) or always; whose subresources a rendered page loads.
     render: Literal["never", "auto", "always"] = "never"

@@ -12,10 +12,12 @@ look like one. Cho and Garcia-Molina ("Estimating frequency of change", ACM TOIT
 - irregular intervals t_i (their §5): the maximum-likelihood λ solves
   Σ_{changed} t_i / (exp(λ t_i) − 1) = Σ_{unchanged} t_i
 
-The next visit comes 1/λ̂ after the last one, clamped to [revisit_min_s,
-revisit_max_s]: a page never seen to change is visited at the max, one that
-changes at every visit approaches the min. Sitemap ``<changefreq>`` and ``<lastmod>``
-give the first estimate, before any history exists.
+How long after the last visit the next one comes is revisit_policy.py's: by default
+the interval that maximises freshness over all pages for the fetches the
+proportional schedule (1/λ̂) would make (Cho and Garcia-Molina 2003), either way
+clamped to [revisit_min_s, revisit_max_s]: a page never seen to change is visited
+at the max. Sitemap ``<changefreq>`` and ``<lastmod>`` give the first estimate,
+before any history exists.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from trawler.revisit_policy import OPTIMAL, POLICIES, Bounds, proportional_interval_s
 
 DEFAULT_REVISIT_MIN_S = 3600.0
 DEFAULT_REVISIT_MAX_S = 30 * 86400.0
@@ -52,10 +56,12 @@ class Interval:
 
 @dataclass(slots=True)
 class RevisitWindow:
-    """The bounds of revisit intervals (--revisit-min, --revisit-max)."""
+    """The bounds of revisit intervals (--revisit-min, --revisit-max) and the policy
+    that chooses intervals within them (revisit_policy.py)."""
 
     min_s: float = DEFAULT_REVISIT_MIN_S
     max_s: float = DEFAULT_REVISIT_MAX_S
+    policy: str = OPTIMAL
 
     def __post_init__(self) -> None:
         if not (self.min_s > 0 and math.isfinite(self.max_s)):
@@ -64,12 +70,18 @@ class RevisitWindow:
             raise ValueError(
                 f"--revisit-max ({self.max_s:g}) must not be below --revisit-min ({self.min_s:g})"
             )
+        if self.policy not in POLICIES:
+            raise ValueError(f"--revisit-policy must be one of {', '.join(POLICIES)}")
+
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(self.min_s, self.max_s)
 
     def interval_s(self, rate_per_s: float) -> float:
-        """Seconds to the next visit for a page changing ``rate_per_s`` times a second."""
-        if rate_per_s <= 0:
-            return self.max_s
-        return min(self.max_s, max(self.min_s, 1.0 / rate_per_s))
+        """Seconds to the next visit for a page changing ``rate_per_s`` times a second,
+        visiting as often as it changes (1/rate, clamped): the proportional schedule,
+        and the one used before the optimal schedule has been priced."""
+        return proportional_interval_s(rate_per_s, self.bounds)
 
 
 def regular_rate(changes: int, visits: int, interval_s: float) -> float:

@@ -62,7 +62,7 @@ def continuous_options(config: CrawlConfig, backend: object) -> RevisitOptions |
     beside them; None for other jobs and for backends without versions."""
     if not config.recrawl or not hasattr(backend, "open_revisits"):
         return None
-    window = RevisitWindow(config.revisit_min_s, config.revisit_max_s)
+    window = RevisitWindow(config.revisit_min_s, config.revisit_max_s, config.revisit_policy)
     return RevisitOptions(window, continuous=True, discovery=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from pathlib import Path
 
 from trawler import __version__
@@ -26,6 +27,7 @@ from trawler.recrawl_visit import (
     RevisitOutcome,
     validators,
 )
+from trawler.revisit_policy import RevisitSchedule, plan_schedule
 from trawler.store import sqlite as db
 from trawler.store import versions as v
 from trawler.store.warc import WarcLocation
@@ -37,6 +39,9 @@ from trawler.store.warc_revisit import (
 )
 
 WARC_DIR = "warc"  # as the embedded backend's (store/embedded.py)
+# The optimal schedule's price is solved again from every page's rate at most this
+# often, and at most a tenth of the time (reading a million rates takes ~0.5 s).
+REPRICE_MIN_S = 1.0
 log = logging.getLogger("trawler")
 
 
@@ -56,6 +61,9 @@ class RecrawlStore:
         )  # fmt: skip
         self._seeded_upto = 0  # pages.id up to which revisit state was seeded
         self._pass_after = 0  # rowid of revisit_state a one-pass run has read up to
+        self.schedule = RevisitSchedule(window.bounds, window.policy)
+        self._reprice_after = 0.0  # monotonic time before which the price stands
+        self._rates_moved = True  # a rate changed since the schedule was priced
 
     def close(self) -> None:
         self.warc.close()
@@ -69,8 +77,22 @@ class RecrawlStore:
         if rows:
             with self.conn:
                 for row in rows:
-                    v.seed_version(self.conn, row, self._first_state(row, self.window))
+                    v.seed_version(self.conn, row, self._first_state(row))
+            self._rates_moved = True
+            self.reprice(force=False)
         return len(rows)
+
+    def reprice(self, force: bool = False) -> None:
+        """The schedule priced again over every page's rate (revisit_policy.py): the
+        optimal interval of a page depends on the others' rates through the budget.
+        Not forced: only if a rate moved and the last solve is not too recent."""
+        now = time.monotonic()
+        if not force and (not self._rates_moved or now < self._reprice_after):
+            return
+        rates = [rate for (rate,) in self.conn.execute("SELECT rate_per_s FROM revisit_state")]
+        self.schedule = plan_schedule(rates, self.window.bounds, self.window.policy)
+        took = time.monotonic() - now
+        self._reprice_after, self._rates_moved = now + max(REPRICE_MIN_S, 10 * took), False
 
     def due(self, now: float, limit: int) -> list[tuple[v.RevisitState, int]]:
         """(state, page depth) of pages due by ``now``, soonest first, at most ``limit``."""
@@ -84,15 +106,15 @@ class RecrawlStore:
         rows, self._pass_after = v.states_after(self.conn, self._pass_after, limit)
         return rows
 
-    def _first_state(self, row: tuple, window: RevisitWindow) -> v.RevisitState:
+    def _first_state(self, row: tuple) -> v.RevisitState:
         url, host, final_url, fetched_at, *_rest = row
         sha, simhash, warc_file, warc_offset = row[7], row[8], row[11], row[12]
         lastmod, changefreq = row[13], row[14]
         etag, last_modified = self._archived_validators(warc_file, warc_offset)
         changed_at = lastmod_epoch(lastmod)
         age = fetched_at - changed_at if changed_at is not None else None
-        rate = prior_rate(changefreq, age, window)
-        due = fetched_at + window.interval_s(rate)
+        rate = prior_rate(changefreq, age, self.window)
+        due = fetched_at + self.schedule.interval_s(rate)
         return v.RevisitState(url, host or "", final_url or url, etag, last_modified, sha,
                               simhash, 1, fetched_at, fetched_at, due, rate)  # fmt: skip
 
@@ -130,6 +152,7 @@ class RecrawlStore:
         """Step two, inside the commit's transaction: each revisit's rows, whole or not
         at all (a savepoint each: a row the database rejects costs that visit only,
         and its page stays due)."""
+        self.reprice(force=False)
         for outcome in outcomes:
             self.conn.execute("SAVEPOINT revisit")
             try:
@@ -152,7 +175,8 @@ class RecrawlStore:
             state.url, result.started_at, result.status, judgement.verdict, judgement.distance,
             len(result.raw_body), *place,
         ))  # fmt: skip
-        new_state = self._next_state(state, result, judgement, self.window)
+        new_state = self._next_state(state, result, judgement)
+        self._rates_moved = self._rates_moved or new_state.rate_per_s != state.rate_per_s
         if judgement.verdict == CHANGED or new_state.version != state.version:
             v.add_version(self.conn, _version_values(new_state, result, judgement, place))
         v.put_state(self.conn, new_state)
@@ -163,10 +187,10 @@ class RecrawlStore:
         return archive_visit(self.warc, state, result, judgement)
 
     def _next_state(
-        self, state: v.RevisitState, result: FetchResult, judgement: Judgement,
-        window: RevisitWindow,
-    ) -> v.RevisitState:  # fmt: skip
-        return next_state(state, result, judgement, window, _estimated_rate(self.conn, state))
+        self, state: v.RevisitState, result: FetchResult, judgement: Judgement
+    ) -> v.RevisitState:
+        rate = _estimated_rate(self.conn, state)
+        return next_state(state, result, judgement, self.schedule, rate)
 
 
 def archive_visit(
@@ -181,11 +205,13 @@ def archive_visit(
 
 
 def next_state(
-    state: v.RevisitState, result: FetchResult, judgement: Judgement, window: RevisitWindow,
-    rate: float,
+    state: v.RevisitState, result: FetchResult, judgement: Judgement,
+    window: RevisitWindow | RevisitSchedule, rate: float,
 ) -> v.RevisitState:  # fmt: skip
     """The state after this visit (recorded already), ``rate`` estimated from the whole
-    history (both backends: recrawl_store.py, store/pg_versions.py).
+    history (both backends: recrawl_store.py, store/pg_versions.py); ``window``: the
+    interval rule (the embedded backend's priced schedule, or a window's proportional
+    intervals).
     A gone page (404, 410) gets a version of its own, marked gone, once; it is asked
     again at --revisit-max: a page may come back (a 404 is often a slip), and one
     request per host per --revisit-max is what finding that costs."""

@@ -12,6 +12,8 @@ its base URL, then ``ready``. Pages:
 - ``/page-N`` (``--pages N``): N more pages that never change, linked from ``/``;
 - with ``--births``, each edition of ``/fast-0`` links to ``/born-<edition>``, a page
   that did not exist before: what a continuous crawl must find;
+- with ``--documents``, ``/doc-0.pdf``: a PDF (not HTML) that never changes, with
+  ETag and Last-Modified, linked from ``/``;
 - ``--status-file F``: while F exists, a JSON object ``{path: status}`` whose paths
   answer that status (a 503 or 404 after the crawl), or ``{path: [3xx, location]}``
   a redirect.
@@ -48,6 +50,7 @@ class ChangingSite:
         self.pages = options.pages
         self.births = options.births
         self.status_file: Path | None = options.status_file
+        self.documents: bool = options.documents
 
     def forced_status(self, path: str) -> int | list | None:
         if self.status_file is None or not self.status_file.exists():
@@ -60,6 +63,7 @@ class ChangingSite:
             links = [f"/fast-{i}" for i in range(FAST_PAGES)]
             links += [f"/never-{i}" for i in range(NEVER_PAGES)] + ["/plain"]
             links += [f"/page-{i}" for i in range(self.pages)]
+            links += ["/doc-0.pdf"] if self.documents else []
             body = "".join(f'<p><a href="{link}">{link}</a></p>' for link in links)
             return _page("index", body), None, None
         if path.startswith("/fast-"):
@@ -74,6 +78,9 @@ class ChangingSite:
             return body, _etag(body), BORN
         if path.startswith(("/page-", "/born-", "/moved-")):
             body = _page(path, f"<p>{path}: a page of its own, unchanging.</p>")
+            return body, _etag(body), BORN
+        if path == "/doc-0.pdf" and self.documents:
+            body = b"%PDF-1.4\n% a document that never changes\n%%EOF\n"
             return body, _etag(body), BORN
         if path == "/plain":
             return _page(path, "<p>served without validators</p>"), None, None
@@ -111,7 +118,8 @@ class ChangingSite:
         since = request.headers.get("If-Modified-Since")
         if "If-None-Match" not in request.headers and last_modified and since == last_modified:
             return web.Response(status=304, headers=headers)
-        return web.Response(body=body, content_type="text/html", headers=headers)
+        kind = "application/pdf" if request.path.endswith(".pdf") else "text/html"
+        return web.Response(body=body, content_type=kind, headers=headers)
 
 
 def _page(title: str, body: str) -> bytes:
@@ -150,6 +158,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=0)
     parser.add_argument("--births", action="store_true")
     parser.add_argument("--status-file", type=Path)
+    parser.add_argument("--documents", action="store_true")
     args = parser.parse_args()
     asyncio.run(serve(args.access_log, args.period, args.robots_file, args))
 

@@ -114,3 +114,44 @@ def test_sitemap_lastmod_seeds_the_first_estimate(tmp_path: Path) -> None:
     assert rows["http://h/dated"] == pytest.approx(86400.0)
     assert rows["http://h/undated"] == pytest.approx((3600.0 * 30 * 86400.0) ** 0.5)
     assert versions == 2
+
+
+def test_store_prices_the_schedule_over_every_pages_rate(tmp_path: Path) -> None:
+    """The optimal interval of a page depends on all pages' rates (through the price
+    μ): the store solves for it again from the table when rates have moved."""
+    from trawler.recrawl import RevisitWindow
+    from trawler.recrawl_store import RecrawlStore
+    from trawler.revisit_policy import plan_schedule
+    from trawler.store import sqlite as db
+
+    conn = db.connect(tmp_path)
+    for i in range(4):
+        conn.execute(
+            "INSERT INTO pages (url, final_url, status, host, fetched_at, content_sha256, kind)"
+            " VALUES (?, ?, 200, 'h', 1.0, 'x', 'page')", (f"http://h/{i}", f"http://h/{i}"),
+        )  # fmt: skip
+    conn.commit()
+    window = RevisitWindow(1.0, 1000.0)
+    store = RecrawlStore(conn, tmp_path, window, 1 << 20)
+    try:
+        store.seed()
+        assert store.schedule.price is not None  # priced over the first estimates
+        rates = [0.0, 0.01, 0.1, 2.0]
+        for i, rate in enumerate(rates):
+            store.conn.execute(
+                "UPDATE revisit_state SET rate_per_s = ? WHERE url = ?", (rate, f"http://h/{i}")
+            )
+        store.reprice()  # no rate moved through the store since: the price stands
+        stale = store.schedule
+        store._rates_moved, store._reprice_after = True, 0.0  # as a recorded visit does
+        store.reprice()
+        fresh = store.schedule
+    finally:
+        store.close()
+        conn.close()
+    assert fresh == plan_schedule(rates, window.bounds) != stale
+    # The same fetches as proportional, moved from the page changing twice a second
+    # (proportional: the min) to the slower ones.
+    assert fresh.interval_s(2.0) > window.interval_s(2.0) == 1.0
+    assert fresh.interval_s(0.1) < window.interval_s(0.1)
+    assert fresh.interval_s(0.01) < window.interval_s(0.01)

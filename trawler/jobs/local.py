@@ -244,7 +244,9 @@ class LocalJobs:
             raise NotRevisitable(job_id, state, "it stored no page: nothing to revisit")
         config = await self.store.config(job_id)
         if window is None:
-            window = RevisitWindow(config.revisit_min_s, config.revisit_max_s)
+            window = RevisitWindow(
+                config.revisit_min_s, config.revisit_max_s, config.revisit_policy
+            )
         self._configs[job_id] = config
         await self._open_runner().start_revisits(job_id, config, RecrawlOptions(window), state)
 

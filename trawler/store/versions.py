@@ -21,6 +21,8 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from trawler.outcome import NOT_HTML
+
 VERSIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS revisit_state (
     url TEXT PRIMARY KEY,
@@ -106,17 +108,20 @@ STATE_COLUMNS = (
 
 
 def unseeded_pages(conn: sqlite3.Connection, after_id: int = 0) -> tuple[list[tuple], int]:
-    """Stored 2xx pages (of any type) past page id ``after_id`` without a revisit row
-    yet, as seed_version reads them; and the highest page id read (the next call's
-    ``after_id``: a continuous crawl reads only the pages stored since)."""
+    """Stored 2xx pages (of any type: a download that is not HTML, its ``error``
+    ``not_html``, is revisited by conditional GET too) past page id ``after_id``
+    without a revisit row yet, as seed_version reads them; and the highest page id
+    read (the next call's ``after_id``: a continuous crawl reads only the pages
+    stored since)."""
     top = conn.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0]
     rows = conn.execute(
         "SELECT url, host, final_url, fetched_at, status, content_type, content_length,"
         " content_sha256, simhash, title, text, warc_file, warc_offset, sitemap_lastmod,"
         " sitemap_changefreq"
         " FROM pages WHERE id > ? AND id <= ? AND kind = 'page' AND status BETWEEN 200 AND 299"
-        " AND error IS NULL AND url NOT IN (SELECT url FROM revisit_state) ORDER BY id",
-        (after_id, top),
+        " AND (error IS NULL OR error = ?) AND url NOT IN (SELECT url FROM revisit_state)"
+        " ORDER BY id",
+        (after_id, top, NOT_HTML),
     ).fetchall()
     return rows, top
 
