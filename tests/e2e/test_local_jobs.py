@@ -241,8 +241,9 @@ async def test_a_finished_job_is_revisited_at_once(server: LatencyServer, tmp_pa
 
 
 def html_pages(job_data: Path) -> set[str]:
-    """The stored pages a pass revisits: 2xx, no error (not_html downloads are not)."""
+    """The stored pages a pass revisits: 2xx, HTML or a download that is not
+    (``not_html``: revisited by conditional GET too)."""
     with sqlite3.connect(job_data / "trawler.db") as conn:
-        rows = conn.execute("SELECT url FROM pages WHERE kind = 'page' AND error IS NULL"
-                            " AND status BETWEEN 200 AND 299")  # fmt: skip
+        rows = conn.execute("SELECT url FROM pages WHERE kind = 'page' AND status BETWEEN"
+                            " 200 AND 299 AND (error IS NULL OR error = 'not_html')")  # fmt: skip
         return {url for (url,) in rows}
