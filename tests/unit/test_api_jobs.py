@@ -24,13 +24,14 @@ def test_options_keep_their_cli_names_both_ways() -> None:
     options = as_options(config.model_dump(mode="json"))
     assert options["delay"] == 0.5 and options["strip_param"] == ["ref"]
     assert options["robots_retry_wait"] == [1.0] and "delay_s" not in options
-    # No option of the API (yet): max_redirects; the continuous job's recrawl and window;
-    # rendering (issue 16: `trawler crawl` only so far).
+    # No option of the API (yet): max_redirects; the continuous job's recrawl, window and
+    # revisit policy; rendering (issue 16: `trawler crawl` only so far).
     assert set(options) - set(JobRequest.model_fields) == {
         "max_redirects",
         "recrawl",
         "revisit_min_s",
         "revisit_max_s",
+        "revisit_policy",
         *(name for name in options if name.startswith("render")),
     }
 
