@@ -66,9 +66,17 @@ def transient_redis_error(exc: BaseException) -> bool:
 
 @dataclass(slots=True)
 class RedisClock:
-    """Redis time minus local monotonic time, as last measured."""
+    """Redis time minus local monotonic time, as measured, and how far off it may be.
+
+    A measurement from a round trip of ``rtt`` seconds is off by at most ``rtt / 2``
+    (Redis read its clock somewhere inside the trip). Conversions lean to the late
+    side of that error, so a host time handed from one worker to another through
+    Redis is never reached early: under load a round trip can take tens of ms, more
+    than the slack the server's log allows.
+    """
 
     offset_s: float = 0.0
+    error_s: float = 0.0  # the offset's bound: half the round trip it came from
     synced_at: float = -math.inf  # monotonic time of the last measurement
 
     def stale(self, now: float) -> bool:
@@ -85,12 +93,16 @@ class RedisClock:
             if received - sent < best_rtt:
                 best_rtt = received - sent
                 self.offset_s = seconds + micros / 1e6 - (sent + received) / 2
+        self.error_s = best_rtt / 2
         self.synced_at = time.monotonic()
 
     def to_local(self, redis_ms: float) -> float:
-        """A Redis time (ms) as local monotonic seconds; 0 stays 0 (no time set)."""
-        return redis_ms / 1000 - self.offset_s if redis_ms else 0.0
+        """A Redis time (ms) as the latest local monotonic time it may be; 0 stays 0."""
+        return redis_ms / 1000 - self.offset_s + self.error_s if redis_ms else 0.0
 
     def to_redis(self, monotonic_s: float) -> int:
-        """Rounded up: a host is never let go early."""
-        return math.ceil((monotonic_s + self.offset_s) * 1000) if monotonic_s else 0
+        """The latest Redis time (ms, rounded up) a local time may be: a host is never
+        let go early."""
+        if not monotonic_s:
+            return 0
+        return math.ceil((monotonic_s + self.offset_s + self.error_s) * 1000)
