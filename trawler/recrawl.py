@@ -27,13 +27,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from trawler.revisit_policy import OPTIMAL, POLICIES, Bounds, proportional_interval_s
+from trawler.revisit_policy import (
+    OPTIMAL,
+    POLICIES,
+    Bounds,
+    bisect_root,
+    proportional_interval_s,
+)
 
 DEFAULT_REVISIT_MIN_S = 3600.0
 DEFAULT_REVISIT_MAX_S = 30 * 86400.0
 # Intervals equal within this share count as regular (the closed-form estimator).
 _REGULAR_TOLERANCE = 0.05
-_BISECT_STEPS = 200
 
 # sitemaps.org protocol: <changefreq> values, as seconds between changes.
 CHANGEFREQ_S = {
@@ -110,15 +115,7 @@ def irregular_rate(intervals: Sequence[Interval]) -> float:
     low, high = 1e-12, 1.0 / min(changed)
     while excess(high) > 0:  # widen until the root is bracketed
         high *= 2
-    for _ in range(_BISECT_STEPS):
-        mid = (low + high) / 2
-        if excess(mid) > 0:
-            low = mid
-        else:
-            high = mid
-        if high - low <= 1e-9 * high:
-            break
-    return (low + high) / 2
+    return bisect_root(lambda rate: excess(rate) > 0, low, high, 1e-9)
 
 
 def estimate_rate(intervals: Sequence[Interval]) -> float:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 OPTIMAL = "optimal"
@@ -89,13 +89,21 @@ def _changes_per_visit(target: float) -> float:
     while _gain(high) < target:
         high *= 2
     low = high / 2  # _gain(high / 2) < target: a failed doubling, or ≤ target / 4
-    for _ in range(100):
+    return bisect_root(lambda r: _gain(r) < target, low, high, 1e-12)
+
+
+def bisect_root(
+    root_above: Callable[[float], bool], low: float, high: float, rel_tol: float, steps: int = 200
+) -> float:
+    """The root in [low, high] of a monotonic function, where ``root_above(x)`` says
+    the root lies above x; to ``rel_tol`` of its size, in at most ``steps`` halvings."""
+    for _ in range(steps):
         mid = (low + high) / 2
-        if _gain(mid) < target:
+        if root_above(mid):
             low = mid
         else:
             high = mid
-        if high - low <= 1e-12 * high:
+        if high - low <= rel_tol * high:
             break
     return (low + high) / 2
 
