@@ -45,7 +45,11 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
+    """True when a server could listen on 127.0.0.1:``port`` now. SO_REUSEADDR, as
+    redis-server and postgres set it: the connections a server just stopped left in
+    TIME_WAIT do not keep its port from it."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError:
