@@ -206,13 +206,12 @@ def process_running(pid: int, name: str) -> bool:
     pid from an old state file may since have gone, or been reused by another program."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]  # after "(comm)", which may hold spaces
-    # redis-server rewrites its title ("redis-server 127.0.0.1:6379"): the first word.
-    program = Path(argv0.split(" ")[0]).name if argv0 else ""
-    return state not in ("Z", "X") and program == name
+    # "pid (comm) state …": comm (the program's name, at most 15 bytes) may hold spaces.
+    # Not cmdline: redis-server and postgres rewrite theirs as a title.
+    comm, state = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :][:1]
+    return state not in ("Z", "X") and comm == name[:15]
 
 
 def stop_process(pid: int, name: str, sig: int, timeout_s: float) -> bool:

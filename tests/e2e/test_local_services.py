@@ -19,6 +19,7 @@ import psycopg
 import pytest
 import redis
 
+from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import start_testsite
 from tests.e2e.test_distributed import TRAWLER, assert_complete_once, exported, submit
 from tests.servers import ServerUnavailable, unavailable
@@ -140,15 +141,13 @@ def test_bad_options_and_a_taken_port(services_dir: Path, tmp_path: Path) -> Non
     a_file.write_text("")
     for args in (["up", "--dir", str(a_file)], ["up", "--redis-port", "0"],
                  ["status", "--dir", str(a_file)], ["up", "--postgres-port", "x"]):  # fmt: skip
-        done = services(*args, ok=False)
-        assert done.returncode == 2, args
-        assert done.stderr.startswith("trawler: error: ") and done.stderr.count("\n") == 1
+        assert_one_line_error(services(*args, ok=False), 2)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
         done = services("up", "--dir", str(services_dir), "--redis-port", port, ok=False)
-    assert done.returncode == 1
-    assert done.stderr == f"trawler: error: redis: port {port} on 127.0.0.1 is in use\n"
+    line = assert_one_line_error(done, 1)
+    assert line == f"trawler: error: redis: port {port} on 127.0.0.1 is in use"
     never = status(services_dir)  # nothing was left half-started
     assert [s["state"] for s in never.values()] == ["stopped", "stopped"]
