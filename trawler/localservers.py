@@ -201,23 +201,26 @@ def wait_ready(
         time.sleep(0.02)
 
 
-def process_running(pid: int, name: str) -> bool:
-    """True when ``pid`` is a live (not zombie) process whose command is ``name``: a
-    pid from an old state file may since have gone, or been reused by another program."""
+def process_running(pid: int, name: str, cwd: Path | None = None) -> bool:
+    """True when ``pid`` is a live (not zombie) process of the program ``name`` (working
+    in ``cwd``, if given): a pid from an old state file may since have gone, or been
+    reused, after a reboot say, by another program or by the system's own server."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        where = os.readlink(f"/proc/{pid}/cwd") if cwd is not None else None
+    except OSError:  # gone, or another user's: not one we started
         return False
     # "pid (comm) state …": comm (the program's name, at most 15 bytes) may hold spaces.
     # Not cmdline: redis-server and postgres rewrite theirs as a title.
     comm, state = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :][:1]
-    return state not in ("Z", "X") and comm == name[:15]
+    ours = cwd is None or where == str(cwd.resolve())
+    return state not in ("Z", "X") and comm == name[:15] and ours
 
 
-def stop_process(pid: int, name: str, sig: int, timeout_s: float) -> bool:
+def stop_process(pid: int, name: str, cwd: Path | None, sig: int, timeout_s: float) -> bool:
     """Send ``sig`` to a process we did not start in this run and wait for it to end;
     True when it has (it may be nobody's child, so this polls, not waitpid)."""
-    if not process_running(pid, name):
+    if not process_running(pid, name, cwd):
         return True
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
@@ -225,7 +228,7 @@ def stop_process(pid: int, name: str, sig: int, timeout_s: float) -> bool:
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reap it if it happens to be ours
-        if not process_running(pid, name):
+        if not process_running(pid, name, cwd):
             return True
         time.sleep(0.05)
     return False

@@ -31,6 +31,9 @@ STOP_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 60.0
 NAMES = ("redis", "postgres")
 PROGRAMS = {"redis": "redis-server", "postgres": "postgres"}
+# Each server's working directory (redis: its `dir`; postgres moves into its cluster):
+# with the program's name, what tells our process from another behind a reused pid.
+HOMES = {"redis": "redis", "postgres": "postgres"}
 
 
 class ServicesError(RuntimeError):
@@ -69,14 +72,16 @@ def load(root: Path) -> StackState:
         raise ServicesError(f"cannot read {root / STATE_NAME}: {exc}") from None
     stack = StackState(
         saved.get("password") or secrets.token_hex(16),
-        *(_checked(name, saved.get(name) or {}, saved.get("password")) for name in NAMES),
+        *(_checked(root, name, saved.get(name) or {}, saved.get("password")) for name in NAMES),
     )
     return stack
 
 
-def _checked(name: str, saved: dict, password: str | None) -> ServiceState:
+def _checked(root: Path, name: str, saved: dict, password: str | None) -> ServiceState:
     state = ServiceState(name, saved.get("port"), saved.get("pid"), saved.get("url"))
-    state.running = state.pid is not None and ls.process_running(state.pid, PROGRAMS[name])
+    state.running = state.pid is not None and ls.process_running(
+        state.pid, PROGRAMS[name], root / HOMES[name]
+    )
     if not state.running:
         state.pid = None  # stale: the process is gone (or the pid is someone else's)
     elif state.port is not None and state.url is not None:
@@ -250,7 +255,8 @@ def down(root: Path) -> list[str]:
                 report.append(f"{state.name}: not running")
                 continue
             pid = state.pid
-            if ls.stop_process(pid, PROGRAMS[state.name], STOP_SIGNALS[state.name], STOP_TIMEOUT_S):
+            name, home = PROGRAMS[state.name], root / HOMES[state.name]
+            if ls.stop_process(pid, name, home, STOP_SIGNALS[state.name], STOP_TIMEOUT_S):
                 state.pid, state.running = None, False
                 report.append(f"{state.name}: stopped (pid {pid})")
             else:

@@ -13,11 +13,13 @@ from pathlib import Path
 from trawler.localservers import port_free, process_running, stop_process
 
 
-def test_a_live_process_is_known_by_its_program_only() -> None:
-    sleeper = subprocess.Popen(["sleep", "30"])
+def test_a_live_process_is_known_by_its_program_and_directory(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "30"], cwd=tmp_path)
     try:
         assert process_running(sleeper.pid, "sleep")
         assert not process_running(sleeper.pid, "redis-server")  # a reused pid
+        assert process_running(sleeper.pid, "sleep", tmp_path)
+        assert not process_running(sleeper.pid, "sleep", tmp_path.parent)  # another one's
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -43,8 +45,8 @@ def test_stop_process_waits_for_the_end() -> None:
     try:
         assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
         name = Path(f"/proc/{stubborn.pid}/comm").read_text().strip()
-        assert not stop_process(stubborn.pid, name, signal.SIGTERM, timeout_s=0.3)
-        assert stop_process(stubborn.pid, name, signal.SIGKILL, timeout_s=5)
+        assert not stop_process(stubborn.pid, name, None, signal.SIGTERM, timeout_s=0.3)
+        assert stop_process(stubborn.pid, name, None, signal.SIGKILL, timeout_s=5)
     finally:
         stubborn.kill()
         stubborn.wait()
