@@ -20,8 +20,9 @@ import secrets
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trawler import localservers as ls
 
@@ -70,11 +71,12 @@ def load(root: Path) -> StackState:
         saved = {}
     except (OSError, ValueError) as exc:
         raise ServicesError(f"cannot read {root / STATE_NAME}: {exc}") from None
-    stack = StackState(
+    if not isinstance(saved, dict) or not all(isinstance(saved.get(n, {}), dict) for n in NAMES):
+        raise ServicesError(f"{root / STATE_NAME} is not a trawler services state file")
+    return StackState(
         saved.get("password") or secrets.token_hex(16),
         *(_checked(root, name, saved.get(name) or {}, saved.get("password")) for name in NAMES),
     )
-    return stack
 
 
 def _checked(root: Path, name: str, saved: dict, password: str | None) -> ServiceState:
@@ -94,10 +96,9 @@ def _checked(root: Path, name: str, saved: dict, password: str | None) -> Servic
 
 def save(root: Path, stack: StackState) -> None:
     """Written whole to a temporary file, then renamed: never half a state file."""
-    keep = ("port", "pid", "url")
-    saved = {"password": stack.password}
+    saved: dict[str, Any] = {"password": stack.password}
     for state in stack.services():
-        saved[state.name] = {key: asdict(state)[key] for key in keep}  # type: ignore[assignment]
+        saved[state.name] = {"port": state.port, "pid": state.pid, "url": state.url}
     temp = root / f".{STATE_NAME}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -143,7 +144,7 @@ def up(root: Path, redis_port: int | None, postgres_port: int | None) -> list[st
             state.pid, state.url = start(root, state.port, stack.password)
             state.running = state.reachable = True
             save(root, stack)  # at once: a failing second server leaves the first known
-            done.append(f"{state.name}: started")
+            done.append(f"{state.name}: started on {ls.LOOPBACK}:{state.port} (pid {state.pid})")
     return done
 
 

@@ -67,10 +67,13 @@ def services_dir() -> Iterator[Path]:
 def test_up_crawl_down_up_keeps_the_job(tmp_path: Path, services_dir: Path) -> None:
     root = str(services_dir)
     started = services("up", "--dir", root)
-    assert started.stderr.splitlines() == ["redis: started", "postgres: started"]
     redis_url, postgres_url = printed_urls(started.stdout)
-    assert f"trawler worker --redis {redis_url} --postgres {postgres_url}" in started.stdout
     running = status(services_dir)
+    assert started.stderr.splitlines() == [
+        f"{name}: started on 127.0.0.1:{running[name]['port']} (pid {running[name]['pid']})"
+        for name in ("redis", "postgres")
+    ]
+    assert f"trawler worker --redis {redis_url} --postgres {postgres_url}" in started.stdout
     assert [running[n]["state"] for n in ("redis", "postgres")] == ["running", "running"]
     assert running["redis"]["reachable"] and running["postgres"]["reachable"]
     assert (running["redis"]["url"], running["postgres"]["url"]) == (redis_url, postgres_url)
@@ -130,7 +133,8 @@ def test_a_killed_server_is_restarted_alone(services_dir: Path) -> None:
     assert stale["postgres"]["state"] == "running"
 
     again = services("up", "--dir", root)
-    assert again.stderr.splitlines() == ["redis: started", "postgres: already running"]
+    assert again.stderr.splitlines()[1] == "postgres: already running"
+    assert again.stderr.startswith("redis: started on 127.0.0.1:")
     assert printed_urls(again.stdout) == (redis_url, postgres_url)
     now = status(services_dir)
     assert now["redis"]["reachable"] and now["postgres"]["pid"] == before["postgres"]["pid"]
@@ -151,3 +155,6 @@ def test_bad_options_and_a_taken_port(services_dir: Path, tmp_path: Path) -> Non
     assert line == f"trawler: error: redis: port {port} on 127.0.0.1 is in use"
     never = status(services_dir)  # nothing was left half-started
     assert [s["state"] for s in never.values()] == ["stopped", "stopped"]
+    (services_dir / "services.json").write_text("[]")  # not ours, or damaged
+    line = assert_one_line_error(services("status", "--dir", str(services_dir), ok=False), 1)
+    assert line.endswith("services.json is not a trawler services state file")
