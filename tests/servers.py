@@ -3,22 +3,20 @@
 Importable without pytest (tests/conftest.py wraps these in session fixtures;
 benchmarks and scripts may use them directly). Each server gets its own
 directory and a free port on 127.0.0.1 and never touches the system's own
-instances. Missing binaries are installed from Debian with apt-get when we
-are root; the packages' own services are kept from starting (policy-rc.d,
-as bench/nginx.sh does). ``ServerUnavailable`` says why a server cannot run.
+instances. Finding and installing the binaries, dropping root for PostgreSQL
+and the readiness checks are trawler/localservers.py's, shared with `trawler
+services`; these are the throw-away, test-speed (fsync off) instances that die
+with the test process. ``ServerUnavailable`` says why a server cannot run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import glob
 import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,16 +27,23 @@ from typing import NoReturn
 
 import pytest
 
+from trawler.localservers import (
+    ServerUnavailable,
+    apt_install,
+    ensure_postgres,
+    ensure_redis_server,
+    free_port,
+    pg_user_args,
+    redis_ping,
+    wait_ready,
+)
+
 log = logging.getLogger("tests.servers")
 
-SBIN_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin")
-POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
-APT_LOCK = Path(tempfile.gettempdir()) / "trawler-tests-apt.lock"
-PG_USER = "postgres"  # initdb and postgres refuse to run as root
-
-
-class ServerUnavailable(RuntimeError):
-    """The server's binaries are missing and cannot be installed here."""
+__all__ = [  # ServerUnavailable, apt_install and free_port: re-exported for the tests
+    "PostgresServer", "RedisServer", "ServerUnavailable", "apt_install", "free_port",
+    "prioritise", "start_postgres", "start_redis", "unavailable",
+]  # fmt: skip
 
 
 def unavailable(what: str, exc: Exception) -> NoReturn:
@@ -51,43 +56,6 @@ def unavailable(what: str, exc: Exception) -> NoReturn:
     pytest.skip(reason)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _which(name: str) -> Path | None:
-    found = shutil.which(name) or next(
-        (f"{d}/{name}" for d in SBIN_DIRS if os.access(f"{d}/{name}", os.X_OK)), None
-    )
-    return Path(found) if found else None
-
-
-def apt_install(*packages: str) -> None:
-    """Install Debian packages without letting their services start."""
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise ServerUnavailable(f"{' '.join(packages)} missing; apt-get needs root")
-    with APT_LOCK.open("w") as lock:  # parallel test processes install once
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        made_policy = not POLICY_RC_D.exists()
-        if made_policy:  # exit 101 = "action forbidden": no service starts on install
-            POLICY_RC_D.write_text("#!/bin/sh\nexit 101\n")
-            POLICY_RC_D.chmod(0o755)
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        try:
-            for cmd in (["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", *packages]):  # fmt: skip
-                log.warning("installing: %s", " ".join(cmd))
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-                log.info("%s", done.stdout[-2000:])
-                if done.returncode != 0:
-                    raise ServerUnavailable(f"{' '.join(cmd)} failed: {done.stderr[-500:]}")
-        finally:
-            if made_policy:
-                POLICY_RC_D.unlink(missing_ok=True)
-
-
 def _die_with_parent(sig: int) -> Callable[[], None]:
     """A preexec_fn: the server gets ``sig`` when the test process dies, even by
     SIGKILL, so no server outlives its test run (Linux; elsewhere a no-op)."""
@@ -97,23 +65,6 @@ def _die_with_parent(sig: int) -> Callable[[], None]:
             ctypes.CDLL(None).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
 
     return set_parent_death_signal
-
-
-def _wait(
-    ready: Callable[[], bool],
-    process: subprocess.Popen,
-    what: str,
-    log_path: Path,
-    timeout_s: float,
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
-            raise RuntimeError(f"{what} did not start (exit {process.returncode}):\n{tail}")
-        time.sleep(0.02)
 
 
 def prioritise(process: subprocess.Popen) -> None:
@@ -145,26 +96,6 @@ def _stop(process: subprocess.Popen | None, sig: int, timeout_s: float = 30) -> 
 # -- Redis ----------------------------------------------------------------------------
 
 
-def ensure_redis_server() -> Path:
-    """Path of redis-server, installing the Debian package when it is missing."""
-    found = _which("redis-server")
-    if found is None:
-        apt_install("redis-server")
-        found = _which("redis-server")
-    if found is None:
-        raise ServerUnavailable("redis-server not found after installing it")
-    return found
-
-
-def _redis_ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 @dataclass
 class RedisServer:
     """One redis-server on 127.0.0.1; restart() keeps port and dir, so the AOF reloads."""
@@ -191,7 +122,7 @@ class RedisServer:
         self.process = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent(signal.SIGTERM)
         )
-        _wait(lambda: _redis_ping(self.port), self.process, "redis-server", self.log_path, 20)
+        wait_ready(lambda: redis_ping(self.port), self.process, "redis-server", self.log_path, 20)
         return self
 
     def stop(self) -> None:
@@ -229,41 +160,6 @@ def start_redis(
 # -- PostgreSQL -----------------------------------------------------------------------
 
 
-def _pg_bindir() -> Path | None:
-    """The newest /usr/lib/postgresql/<version>/bin, or the one on PATH."""
-    dirs = glob.glob("/usr/lib/postgresql/*/bin")
-    dirs.sort(key=lambda d: [int(p) for p in Path(d).parent.name.split(".") if p.isdigit()])
-    for candidate in reversed(dirs):
-        if os.access(f"{candidate}/initdb", os.X_OK):
-            return Path(candidate)
-    initdb = _which("initdb")
-    return initdb.resolve().parent if initdb else None
-
-
-def ensure_postgres() -> Path:
-    """Directory holding initdb and postgres, installing Debian's package when missing."""
-    bindir = _pg_bindir()
-    if bindir is None:
-        apt_install("postgresql")
-        bindir = _pg_bindir()
-    if bindir is None:
-        raise ServerUnavailable("PostgreSQL binaries not found after installing them")
-    return bindir
-
-
-def _pg_user_args() -> dict:
-    """Popen arguments that drop root to the postgres OS user."""
-    if os.geteuid() != 0:
-        return {}
-    try:
-        import pwd
-
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", PG_USER], check=True)
-    return {"user": PG_USER, "group": PG_USER, "extra_groups": []}
-
-
 @dataclass
 class PostgresServer:
     """One PostgreSQL cluster in its own temp dir; trust auth on loopback."""
@@ -297,7 +193,7 @@ class PostgresServer:
     def initdb(self) -> None:
         cmd = [str(self.bindir / "initdb"), "-D", str(self.dir / "data"), "-A", "trust",
                "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=self.dir, **_pg_user_args())
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=self.dir, **pg_user_args())
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr[-1500:]}")
 
@@ -310,9 +206,9 @@ class PostgresServer:
         with self.log_path.open("ab") as out:
             self.process = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.dir, preexec_fn=_die_with_parent(signal.SIGQUIT), **_pg_user_args(),
+                cwd=self.dir, preexec_fn=_die_with_parent(signal.SIGQUIT), **pg_user_args(),
             )  # fmt: skip
-        _wait(self._accepts, self.process, "postgres", self.log_path, 30)
+        wait_ready(self._accepts, self.process, "postgres", self.log_path, 30)
         return self
 
     def create_database(self, name: str) -> str:
@@ -345,7 +241,7 @@ def start_postgres(tmpdir: Path | str | None = None, port: int | None = None) ->
     bindir = ensure_postgres()
     base = Path(tempfile.mkdtemp(prefix="trawler-pg-", dir=tmpdir))
     base.chmod(0o755)  # parents must be traversable by postgres; mkdtemp makes 0700
-    user = _pg_user_args()
+    user = pg_user_args()
     if user:
         shutil.chown(base, user["user"], user["group"])
     started = time.monotonic()
