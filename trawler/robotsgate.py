@@ -80,7 +80,13 @@ class RobotsGate:
             return Verdict.FAILED
         if entry.unavailable:
             return Verdict.UNAVAILABLE if entry.gave_up else Verdict.LATER
-        return Verdict.ALLOW if entry.rules.allowed(url) else Verdict.DISALLOW
+        # The link filter's verdict, when it asked about this URL under this entry (a
+        # replaced entry empties them): one robots match a URL, not two. Not stored here:
+        # the URLs fetched would crowd out the links still to ask about.
+        allowed = self._link_verdicts.get(url)
+        if allowed is None:
+            allowed = entry.rules.allowed(url)
+        return Verdict.ALLOW if allowed else Verdict.DISALLOW
 
     async def _fetch(
         self, site: str, host: str, frontier: Frontier, previous: RobotsEntry | None
