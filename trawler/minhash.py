@@ -42,7 +42,7 @@ import struct
 
 import numpy as np
 
-from trawler.simhash import distinct_shingle_hashes, words
+from trawler.simhash import distinct_shingle_hashes, first_of_runs, words
 
 SKETCH_SIZE = 64  # hashes kept
 SKETCH_MAX_BYTES = 4 * SKETCH_SIZE
@@ -65,7 +65,7 @@ def sketch_of_hashes(hashes: np.ndarray) -> bytes | None:
     if not len(hashes):
         return None
     top = hashes[:SKETCH_SIZE] >> _32  # the smallest, in increasing order
-    kept = top[np.concatenate(([True], top[1:] != top[:-1]))]  # two may share 32 bits
+    kept = top[first_of_runs(top)]  # two may share 32 bits
     return kept.astype("<u4").tobytes()
 
 

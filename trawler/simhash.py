@@ -139,9 +139,20 @@ def distinct_shingle_hashes(tokens: list[bytes], shingle_words: int = 3) -> np.n
     for position in range(1, width):
         halves ^= crcs[position : position + count] * _MULTIPLIER_COLUMNS[position]
     halves ^= halves >> _32  # fold: low32(p) ^ high32(p)
-    hashes = (halves[0] << _32) | (halves[1] & _LOW32)
+    hashes = halves[0] << _32
+    hashes |= halves[1] & _LOW32
     hashes.sort()
-    return hashes[np.concatenate(([True], hashes[1:] != hashes[:-1]))]  # distinct
+    return hashes[first_of_runs(hashes)]  # distinct
+
+
+def first_of_runs(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values in a non-empty array starts (a bool mask). Into a
+    mask of its own, not ``np.concatenate(([True], ...))``: on a page's ~100 shingles
+    numpy's per-call cost is the whole cost, and that made a list into an array first."""
+    starts = np.empty(len(values), bool)
+    starts[0] = True
+    np.not_equal(values[1:], values[:-1], out=starts[1:])
+    return starts
 
 
 def simhash_of_hashes(hashes: np.ndarray) -> int:
@@ -167,9 +178,7 @@ def _votes(hashes: np.ndarray) -> np.ndarray:
 
 
 def _bit_rows(hashes: np.ndarray) -> np.ndarray:
-    return np.unpackbits(np.asarray(hashes, _UINT64).view(np.uint8), bitorder="little").reshape(
-        -1, FINGERPRINT_BITS
-    )
+    return np.unpackbits(hashes.view(np.uint8), bitorder="little").reshape(-1, FINGERPRINT_BITS)
 
 
 def shingle_hashes(tokens: list[bytes], width: int, count: int) -> int:

@@ -15,6 +15,7 @@ from trawler.fetch import Fetcher
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy
 from trawler.records import FetchResult
+from trawler.robots import Rules
 from trawler.robotscache import RobotsEntry
 from trawler.robotsgate import RobotsGate, Verdict
 
@@ -105,3 +106,24 @@ async def test_link_verdicts_change_with_a_new_robots_txt(monkeypatch: pytest.Mo
         await asyncio.sleep(0.4)  # past the cache time: read again
         assert await gate.verdict(public, host, frontier) is Verdict.DISALLOW
         assert gate.allows(private) is True and gate.allows(public) is False
+
+
+async def test_a_url_asked_about_as_a_link_is_matched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch-time verdict of a URL the link filter asked about reuses its verdict:
+    one robots.txt match a URL, not two (bench/RESULTS.md, issue 14 session 30)."""
+    matched: list[str] = []
+    allowed = Rules.allowed
+
+    def counted(rules: Rules, url: str) -> bool:
+        matched.append(url)
+        return allowed(rules, url)
+
+    monkeypatch.setattr(Rules, "allowed", counted)
+    rules = response("200 OK", b"User-agent: *\nDisallow: /private/\n")
+    async with gate_on([rules]) as (gate, frontier, host):
+        private, public = f"http://{host}/private/1.html", f"http://{host}/p/1.html"
+        assert await gate.verdict(f"http://{host}/", host, frontier) is Verdict.ALLOW
+        assert gate.allows(private) is False and gate.allows(public) is True
+        assert await gate.verdict(private, host, frontier) is Verdict.DISALLOW
+        assert await gate.verdict(public, host, frontier) is Verdict.ALLOW
+        assert matched == [f"http://{host}/", private, public]
