@@ -214,6 +214,45 @@ CREATE TABLE page_validators (
 );
 """
 
+# Full-text search (issue 17, store/pg_search.py): a weighted tsvector of each
+# searchable page (the embedded index's rule: 2xx, no error, not noindex; NULL
+# otherwise), a generated column, so it is made in the transaction that stores the
+# page (and made again if the row changes), for the rows stored before too (the
+# ALTER rewrites the table once), and a GIN index. Weights A, B, C: title,
+# description, text (ranked 1.0, 0.5, 0.1: bm25's 10, 5, 1 of the embedded index).
+# Config 'simple': no stemming and no stop words, as FTS5's unicode61 (english would
+# stem "pilots" to "pilot" and drop "the": other answers than embedded's). No
+# built-in config folds diacritics (unaccent is an extension we do not ask for), so
+# trawler_search_fold lowers and folds the accented letters of Latin-1 and Latin
+# Extended-A ("café" finds "cafe", and the other way round): the queries go through it too. The lengths
+# are capped: a tsvector holds 1 MB of lexemes (a longer one is an error that would
+# fail the page's batch), and past 16,383 words positions are not kept anyway.
+_FOLD_LOWER = (
+    "àáâãäåāăąçćĉċčďđèéêëēĕėęěĝğġģĥħìíîïĩīĭįĵķĺļľŀłñńņňòóôõöøōŏőŕŗřśŝşšţťŧùúûüũūŭůűųŵýÿŷźżž"
+)
+_FOLD_ASCII = (
+    "aaaaaaaaacccccddeeeeeeeeegggghhiiiiiiiijklllllnnnnooooooooorrrsssstttuuuuuuuuuuwyyyzzz"
+)
+# The capitals too: lower() of a database in the C locale lowers ASCII only.
+SEARCH_FOLD_FROM = _FOLD_LOWER + _FOLD_LOWER.upper()
+SEARCH_FOLD_TO = _FOLD_ASCII * 2
+SEARCH_TEXT_CHARS = 100_000  # of a page's text indexed (title, description: 10,000)
+_WEIGHTED = (
+    "setweight(to_tsvector('simple', trawler_search_fold(left(coalesce({column}, ''), {chars}))),"
+    " '{weight}')"
+)
+SEARCH = f"""
+CREATE FUNCTION trawler_search_fold(text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT translate(lower($1), '{SEARCH_FOLD_FROM}', '{SEARCH_FOLD_TO}') $$;
+ALTER TABLE pages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
+    CASE WHEN status BETWEEN 200 AND 299 AND error IS NULL AND NOT noindex THEN
+        {_WEIGHTED.format(column="title", chars=10_000, weight="A")}
+        || {_WEIGHTED.format(column="description", chars=10_000, weight="B")}
+        || {_WEIGHTED.format(column="text", chars=SEARCH_TEXT_CHARS, weight="C")}
+    END) STORED;
+CREATE INDEX pages_search ON pages USING gin (search_vector);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -304,6 +343,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 12: the crawl's validators of a job that is not continuous: see VALIDATORS.
     VALIDATORS,
+    # Full-text search: see SEARCH.
+    SEARCH,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
