@@ -226,8 +226,13 @@ async def test_a_huge_page_is_stored_and_found_by_its_start(pages: Pages) -> Non
 async def test_pages_stored_before_the_migration_are_indexed(fresh_postgres_url: str) -> None:
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
-        await store.store_batch(job, [_page("http://a.test/old", "ballast"),
-                                      _page("http://a.test/hidden", "ballast", noindex=True)])
+        await store.store_batch(
+            job,
+            [
+                _page("http://a.test/old", "ballast"),
+                _page("http://a.test/hidden", "ballast", noindex=True),
+            ],
+        )
     _as_version_6(fresh_postgres_url)  # undoes the search migration too
     async with await PostgresStore.connect(fresh_postgres_url) as store:  # migrates
         await store.store_batch(job, [_page("http://a.test/new", "ballast tank")])

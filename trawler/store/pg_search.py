@@ -190,10 +190,10 @@ def _snippets(
         [*params, _HEADLINE_OPTIONS, page_ids],
     ).fetchall()
     found: dict[int, str] = {}
-    for page_id, _place, doc, headline in rows:
-        if page_id not in found or HIGHLIGHT_START not in found[page_id]:
-            if page_id not in found or HIGHLIGHT_START in headline:
-                found[page_id] = _with_ellipses(doc, headline)
+    for page_id, _place, doc, headline in rows:  # text, description, title
+        kept = found.get(page_id)
+        if kept is None or (HIGHLIGHT_START not in kept and HIGHLIGHT_START in headline):
+            found[page_id] = _with_ellipses(doc, headline)
     return found
 
 

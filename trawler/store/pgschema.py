@@ -224,9 +224,9 @@ CREATE TABLE page_validators (
 # stem "pilots" to "pilot" and drop "the": other answers than embedded's). No
 # built-in config folds diacritics (unaccent is an extension we do not ask for), so
 # trawler_search_fold lowers and folds the accented letters of Latin-1 and Latin
-# Extended-A ("café" finds "cafe", and the other way round): the queries go through it too. The lengths
-# are capped: a tsvector holds 1 MB of lexemes (a longer one is an error that would
-# fail the page's batch), and past 16,383 words positions are not kept anyway.
+# Extended-A ("café" finds "cafe", and the other way round); queries are folded too.
+# The lengths are capped: a tsvector holds 1 MB of lexemes (more is an error, which
+# would fail the page's batch), and past word 16,383 positions are not kept anyway.
 _FOLD_LOWER = (
     "àáâãäåāăąçćĉċčďđèéêëēĕėęěĝğġģĥħìíîïĩīĭįĵķĺļľŀłñńņňòóôõöøōŏőŕŗřśŝşšţťŧùúûüũūŭůűųŵýÿŷźżž"
 )
