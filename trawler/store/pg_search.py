@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from trawler.store.pgschema import SEARCH_OTHER_CHARS, SEARCH_TEXT_CHARS
 from trawler.store.search import (
     _TERM,
     _WORD_CHAR,
@@ -48,7 +49,10 @@ _HEADLINE_OPTIONS = (
 )
 # The page's columns a snippet may come from, in the order one is preferred; each
 # capped as the index is (pgschema.SEARCH).
-_SNIPPET_COLUMNS = "(1, left(p.text, 100000)), (2, left(p.description, 10000)), (3, p.title)"
+_SNIPPET_COLUMNS = (
+    f"(1, left(p.text, {SEARCH_TEXT_CHARS})), (2, left(p.description, {SEARCH_OTHER_CHARS})),"
+    f" (3, left(p.title, {SEARCH_OTHER_CHARS}))"
+)
 # A duplicate is left out when its original, in the same job, matches the query and
 # the filters ({filters} on `o`): search.py's _NOT_SHADOWED.
 _NOT_SHADOWED = (

@@ -231,7 +231,8 @@ CREATE TABLE page_validators (
 # capped: a tsvector holds 1 MB of lexemes (more is an error, which would fail the
 # page's batch), and past word 16,383 positions are not kept anyway.
 _FOLD_UTF8 = "regexp_replace(normalize(lower($1), NFD), ''[\\u0300-\\u036f]'', '''', ''g'')"
-SEARCH_TEXT_CHARS = 100_000  # of a page's text indexed (title, description: 10,000)
+SEARCH_TEXT_CHARS = 100_000  # of a page's text indexed (in SEARCH: change by a new step)
+SEARCH_OTHER_CHARS = 10_000  # of its title, of its description
 _WEIGHTED = (
     "setweight(to_tsvector('simple', trawler_search_fold(left(coalesce({column}, ''), {chars}))),"
     " '{weight}')"
@@ -244,8 +245,8 @@ DO $$ BEGIN
 END $$;
 ALTER TABLE pages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
     CASE WHEN status BETWEEN 200 AND 299 AND error IS NULL AND NOT noindex THEN
-        {_WEIGHTED.format(column="title", chars=10_000, weight="A")}
-        || {_WEIGHTED.format(column="description", chars=10_000, weight="B")}
+        {_WEIGHTED.format(column="title", chars=SEARCH_OTHER_CHARS, weight="A")}
+        || {_WEIGHTED.format(column="description", chars=SEARCH_OTHER_CHARS, weight="B")}
         || {_WEIGHTED.format(column="text", chars=SEARCH_TEXT_CHARS, weight="C")}
     END) STORED;
 CREATE INDEX pages_search ON pages USING gin (search_vector);
