@@ -198,6 +198,26 @@ async def job_versions(
         await store.close()
 
 
+async def search_job(
+    postgres: str, job_id: str, query: str, limit: int, host: str | None,
+    since: float | None, until: float | None, raw: bool,
+) -> list[Any]:  # fmt: skip
+    """`trawler search --postgres`: the job's best hits (store/pg_search.py); KeyError
+    for an unknown job, ValueError for a bad ``raw`` query."""
+    import psycopg
+
+    from trawler.store import pg_search
+
+    store = await _connect_store(postgres)  # migrated on connect: the index is there
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+    finally:
+        await store.close()
+    with psycopg.connect(postgres, connect_timeout=5) as conn:
+        conn.read_only = True
+        return pg_search.search(conn, job_id, query, limit, host, since, until, raw=raw)
+
+
 async def start_recrawl(
     postgres: str, redis: str, job_id: str | None, window: Any
 ) -> tuple[str, int]:
@@ -247,4 +267,4 @@ async def job_stats(redis: str | None, postgres: str, job_id: str | None) -> dic
         await store.close()
 
 
-__all__ = ["export_job", "job_stats", "register", "start_recrawl", "sys"]
+__all__ = ["export_job", "job_stats", "register", "search_job", "start_recrawl", "sys"]

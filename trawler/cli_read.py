@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -170,31 +170,59 @@ def search(
     host: Annotated[str | None, typer.Option(help="Only pages of this host (host[:port]).")] = None,
     since: Annotated[str | None, typer.Option(help="Fetched at or after this date (ISO 8601).")] = None,
     until: Annotated[str | None, typer.Option(help="Fetched before this date (ISO 8601).")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax.")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Take the query as SQLite FTS5 syntax (with --postgres: PostgreSQL's to_tsquery syntax).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA].")] = None,
+    postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Search a distributed job in PostgreSQL.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
 ) -> None:  # fmt: skip
     """Full-text search of the crawled pages (best match first; noindex and duplicates left out)."""
     from trawler.progress import print_hits
+
+    if postgres is not None and job is None:
+        fail("--postgres needs --job")
+    window = _epoch(since, "--since"), _epoch(until, "--until")
+    if postgres is not None:
+        assert job is not None
+        hits = _search_postgres(postgres, job, query, limit, host, window, raw)
+    else:
+        hits = _search_data(data, job, query, limit, host, window, raw)
+    if as_json:
+        for hit in hits:
+            typer.echo(json.dumps(asdict(hit), ensure_ascii=False))
+    else:
+        print_hits(hits)
+
+
+def _search_data(
+    data: Path, job: str | None, query: str, limit: int, host: str | None,
+    window: tuple[float | None, float | None], raw: bool,
+) -> list[Any]:  # fmt: skip
     from trawler.store.search import SearchIndexMissing
     from trawler.store.search import search as run_search
 
     conn = open_crawl_data(data, job)
     try:
-        hits = run_search(
-            conn, query, limit, host, _epoch(since, "--since"), _epoch(until, "--until"), raw=raw
-        )
+        return run_search(conn, query, limit, host, *window, raw=raw)
     except (SearchIndexMissing, ValueError) as exc:
         fail(str(exc))
     except sqlite3.Error as exc:
         fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
     finally:
         conn.close()
-    if as_json:
-        for hit in hits:
-            typer.echo(json.dumps(asdict(hit), ensure_ascii=False))
-    else:
-        print_hits(hits)
+
+
+def _search_postgres(
+    postgres: str, job: str, query: str, limit: int, host: str | None,
+    window: tuple[float | None, float | None], raw: bool,
+) -> list[Any]:  # fmt: skip
+    from trawler.cli_dist import search_job
+
+    try:
+        return run_connected(search_job(postgres, job, query, limit, host, *window, raw))
+    except KeyError:
+        fail(f"no job {job!r} in the database")
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def _epoch(value: str | None, option: str) -> float | None:

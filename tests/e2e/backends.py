@@ -50,6 +50,12 @@ class Crawled:
         assert out.returncode == 0, out.stderr
         return out.stdout
 
+    def search(self, query: str, *args: str) -> list[dict]:
+        """`trawler search --json`'s hits, best first."""
+        out = run_trawler("search", *self.source, query, "--json", *args)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+
     def stats(self) -> dict:
         out = run_trawler("stats", *(self.stats_source or self.source), "--json")
         assert out.returncode == 0, out.stderr

@@ -3,6 +3,7 @@ traceback (exit 2: bad options or input; exit 1: the data or a server cannot be 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -119,6 +120,7 @@ def test_stats_of_a_data_dir_with_no_job_prints(tmp_path: Path) -> None:
         ["submit", "http://a/", "--redis", "redis://127.0.0.1:9/0", "--postgres", "not a url"],
         ["export", "--postgres", "notaurl", "--job", "x"],
         ["versions", "--postgres", "notaurl", "--job", "x"],
+        ["search", "pilot", "--postgres", "notaurl", "--job", "x"],
     ],
 )
 def test_malformed_server_urls_are_bad_options(args: list[str]) -> None:
@@ -131,6 +133,20 @@ def test_versions_of_a_distributed_job_need_its_id(postgres_url: str) -> None:
     assert "--job" in assert_one_line_error(out, 2)
     out = run_trawler("versions", "--postgres", postgres_url, "--job", "nope", timeout=30)
     assert "no job 'nope'" in assert_one_line_error(out, 2)
+
+
+def test_search_of_a_distributed_job_needs_its_id_and_a_good_raw_query(
+    fresh_postgres_url: str,
+) -> None:
+    out = run_trawler("search", "pilot", "--postgres", fresh_postgres_url, timeout=30)
+    assert "--job" in assert_one_line_error(out, 2)
+    out = run_trawler("search", "pilot", "--postgres", fresh_postgres_url, "--job", "nope")
+    assert "no job 'nope'" in assert_one_line_error(out, 2)
+    job = asyncio.run(_made_job(fresh_postgres_url))
+    raw = run_trawler("search", "keel &", "--raw", "--postgres", fresh_postgres_url, "--job", job)
+    assert "invalid tsquery" in assert_one_line_error(raw, 2)
+    none = run_trawler("search", "keel", "--postgres", fresh_postgres_url, "--job", job, "--json")
+    assert none.returncode == 0 and none.stdout == "", none.stderr
 
 
 @pytest.mark.parametrize("worker_id", ["a b", "a/b", ""])
@@ -146,6 +162,7 @@ def _unreachable_commands(redis: str, postgres: str, tmp: Path) -> list[list[str
         ["stats", "--postgres", postgres],
         ["export", "--postgres", postgres, "--job", "x"],
         ["versions", "--postgres", postgres, "--job", "x"],
+        ["search", "pilot", "--postgres", postgres, "--job", "x"],
         ["submit", "http://127.0.0.1:9/", "--redis", redis, "--postgres", postgres],
         ["worker", "--redis", redis, "--postgres", postgres, "--warc-dir", str(tmp / "w")],
     ]
@@ -169,6 +186,14 @@ def test_missing_postgres_database_says_so_at_once(
         line = assert_one_line_error(run_trawler(*args, timeout=60), 1)
         assert time.monotonic() - started < 15, args
         assert 'database "no_such_database" does not exist' in line, line
+
+
+async def _made_job(postgres: str) -> str:
+    from trawler.config import CrawlConfig
+    from trawler.store.postgres import PostgresStore
+
+    async with await PostgresStore.connect(postgres) as store:
+        return await store.create_job(CrawlConfig(), "finished")
 
 
 def _job_rows(postgres: str) -> int:

@@ -23,7 +23,7 @@ import redis
 from psycopg_pool import ConnectionPool
 
 from trawler.api.deps import StoreUnavailable
-from trawler.api.pgreader import SEARCH_LATER, PostgresJobReader
+from trawler.api.pgreader import PostgresJobReader
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.redis_view import FrontierView
@@ -45,9 +45,6 @@ DOWN = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
 
 
 class DistributedJobs:
-    searchable = False  # full-text search: embedded only until issue 17
-    search_unavailable = SEARCH_LATER
-
     def __init__(self, store: PostgresStore, pool: ConnectionPool, redis_url: str) -> None:
         self.store = store
         self.jobs = PostgresJobStore(store)

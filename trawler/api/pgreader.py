@@ -5,8 +5,7 @@ for the numbers only the frontier has. Each method is one read of
 store/postgres_read.py; this class binds them to the job and turns a failing
 server into ``StoreUnavailable``.
 
-Full-text search is not indexed in PostgreSQL yet (issue 17): ``search`` raises
-``SearchUnavailable`` (501).
+``search`` reads PostgreSQL's full-text index (store/pg_search.py, issue 17).
 """
 
 from __future__ import annotations
@@ -19,10 +18,11 @@ import psycopg
 import redis
 from psycopg_pool import ConnectionPool
 
-from trawler.api.deps import SearchUnavailable, StoreUnavailable
+from trawler.api.deps import StoreUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
+from trawler.store import pg_search
 from trawler.store import pg_versions_read as pv
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
@@ -31,7 +31,6 @@ from trawler.store.sqlite_hosts import current_interval_s, host_row
 from trawler.store.sqlite_read import PageFilter
 from trawler.urls import host_key
 
-SEARCH_LATER = "full-text search is not available on Redis + PostgreSQL yet (issue 17)"
 _FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
              redis.TimeoutError)  # fmt: skip
 
@@ -114,7 +113,8 @@ class PostgresJobReader:
     def search(
         self, query: str, limit: int, host: str | None, since: float | None, until: float | None
     ) -> tuple[list[SearchHit], int]:
-        raise SearchUnavailable(SEARCH_LATER)
+        hits = pg_search.search(self.conn, self.job_id, query, limit, host, since, until)
+        return hits, pg_search.count_matches(self.conn, self.job_id, query, host, since, until)
 
     def url_report(self, url: str) -> dict:
         stored = pg.url_report(self.conn, self.job_id, url)

@@ -214,6 +214,44 @@ CREATE TABLE page_validators (
 );
 """
 
+# Full-text search (issue 17, store/pg_search.py): a weighted tsvector of each
+# searchable page (the embedded index's rule: 2xx, no error, not noindex; NULL
+# otherwise), a generated column, so it is made in the transaction that stores the
+# page (and made again if the row changes), for the rows stored before too (the
+# ALTER rewrites the table once), and a GIN index. Weights A, B, C: title,
+# description, text (ranked 1.0, 0.5, 0.1: bm25's 10, 5, 1 of the embedded index).
+# Config 'simple': no stemming and no stop words, as FTS5's unicode61 (english would
+# stem "pilots" to "pilot" and drop "the": other answers than embedded's). No
+# built-in config folds diacritics (unaccent is an extension we do not ask for), so
+# trawler_search_fold lowers, decomposes (NFD) and drops the combining marks, as
+# FTS5's remove_diacritics ("café" finds "cafe", and the other way round); queries
+# are folded too. It costs ~0.13 ms a page of 2,300 characters; translate() of the
+# accented Latin letters cost 1.9 ms (bench/bench_pg_search.py). normalize() needs a
+# UTF8 database: in another encoding the function only lowers. The lengths are
+# capped: a tsvector holds 1 MB of lexemes (more is an error, which would fail the
+# page's batch), and past word 16,383 positions are not kept anyway.
+_FOLD_UTF8 = "regexp_replace(normalize(lower($1), NFD), ''[\\u0300-\\u036f]'', '''', ''g'')"
+SEARCH_TEXT_CHARS = 100_000  # of a page's text indexed (in SEARCH: change by a new step)
+SEARCH_OTHER_CHARS = 10_000  # of its title, of its description
+_WEIGHTED = (
+    "setweight(to_tsvector('simple', trawler_search_fold(left(coalesce({column}, ''), {chars}))),"
+    " '{weight}')"
+)
+SEARCH = f"""
+DO $$ BEGIN
+    EXECUTE 'CREATE FUNCTION trawler_search_fold(text) RETURNS text LANGUAGE sql IMMUTABLE'
+        || ' PARALLEL SAFE AS $f$SELECT ' || CASE current_setting('server_encoding')
+            WHEN 'UTF8' THEN '{_FOLD_UTF8}' ELSE 'lower($1)' END || '$f$';
+END $$;
+ALTER TABLE pages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
+    CASE WHEN status BETWEEN 200 AND 299 AND error IS NULL AND NOT noindex THEN
+        {_WEIGHTED.format(column="title", chars=SEARCH_OTHER_CHARS, weight="A")}
+        || {_WEIGHTED.format(column="description", chars=SEARCH_OTHER_CHARS, weight="B")}
+        || {_WEIGHTED.format(column="text", chars=SEARCH_TEXT_CHARS, weight="C")}
+    END) STORED;
+CREATE INDEX pages_search ON pages USING gin (search_vector);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -304,6 +342,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 12: the crawl's validators of a job that is not continuous: see VALIDATORS.
     VALIDATORS,
+    # Full-text search: see SEARCH.
+    SEARCH,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
