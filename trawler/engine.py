@@ -132,7 +132,7 @@ class Crawler:
         )  # fmt: skip
         self.robots.read_shared = revisits is None or not revisits.reread_robots
         self.rendering = None if config.render == "never" else Rendering(
-            config, self.fetcher, self.robots, self._counters
+            config, self.fetcher, self.robots, self._counters, self.services.browser
         )  # fmt: skip
         self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
@@ -155,6 +155,8 @@ class Crawler:
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
         self._opened = True
+        if self.rendering is not None:
+            await self.rendering.restore(self.frontier)
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
         self.discovery.widen_scope(await self.backend.scope_hosts())
@@ -177,8 +179,6 @@ class Crawler:
             await committer
             if reporter:
                 reporter.cancel()
-            if self.rendering is not None:
-                await self.rendering.close()
             await self.fetcher.close()
             self.analysis.close()
             if self._own_services:

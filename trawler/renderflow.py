@@ -18,6 +18,7 @@ rendering, never the crawl.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from functools import partial
@@ -31,7 +32,7 @@ from trawler.outcome import HTML_TYPES, sniffed_type
 from trawler.parse import parse_html
 from trawler.records import CrawlRequest, FetchResult
 from trawler.render import shell
-from trawler.render.browser import CHROMIUM, BrowserOptions, BrowserPool
+from trawler.render.browser import CHROMIUM, BrowserOptions, BrowserPool, SharedBrowser
 from trawler.render.routing import host_key_of
 from trawler.render.session import PageRender, render_page
 from trawler.robotsgate import RobotsGate, Verdict
@@ -60,24 +61,33 @@ def browser_options(config: CrawlConfig, executable: Path = CHROMIUM) -> Browser
 
 
 class Rendering:
-    """One crawl's renderer: its browser pool and what each host has taught it."""
+    """One crawl's renderer: its share of the process's browser (services.py), its
+    own limit on pages rendered at a time, and what each host has taught it.
+
+    What ``auto`` learns of a host is kept by the frontier (``count_render_miss``):
+    in the data directory across restarts (embedded), in Redis for every worker of
+    the job (distributed); ``restore`` reads it back when the crawl starts.
+    """
 
     def __init__(self, config: CrawlConfig, fetcher: Fetcher, robots: RobotsGate,
-                 counters: Counter[str]) -> None:  # fmt: skip
+                 counters: Counter[str], browser: SharedBrowser) -> None:  # fmt: skip
         self.config = config
         self.fetcher = fetcher
         self.robots = robots
         self.counters = counters
         self.learning = shell.HostLearning(config.render_host_misses)
-        self.pool = BrowserPool(browser_options(config))
+        self.browser = browser
+        self.pool: BrowserPool | None = None
+        self._contexts = asyncio.Semaphore(config.render_concurrency)  # this job's pages
         self.normalise = Normaliser(config.tracking_params)
 
     async def start(self) -> None:
-        """Launch the browser (``RenderUnavailable`` when it cannot be)."""
-        await self.pool.start()
+        """Get the process's browser, launched if need be (``RenderUnavailable``)."""
+        self.pool = await self.browser.get(browser_options(self.config))
 
-    async def close(self) -> None:
-        await self.pool.close()
+    async def restore(self, frontier: Frontier) -> None:
+        """What an earlier run (or another worker) learnt of each host."""
+        self.learning.misses.update(await frontier.render_misses())
 
     @staticmethod
     def wants(request: CrawlRequest, result: FetchResult) -> bool:
@@ -99,14 +109,18 @@ class Rendering:
         if decision != shell.RENDERED:
             return
         fetch = partial(self._subresource, request.host, frontier)
+        assert self.pool is not None, "start() first"
         try:
-            async with self.pool.context() as ctx:
+            async with self._contexts, self.pool.context(self.config.user_agent) as ctx:
                 out = await render_page(ctx, result, request.host, self.config.render_resources,
                                         fetch, self.config.render_timeout_s)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the browser would not start: this page only
             log.warning("render: no browser for %s: %s", request.url, " ".join(str(exc).split()))
             out = PageRender(error="render_crash")
         self._take(request, result, out)
+        if self.config.render == shell.AUTO and result.dom is not None:
+            added = self._added(result)
+            self.learning.set(request.host, await frontier.count_render_miss(request.host, added))
 
     def _take(self, request: CrawlRequest, result: FetchResult, out: PageRender) -> None:
         result.subresources = out.subresources
@@ -118,8 +132,6 @@ class Rendering:
             self.counters[f"render.{out.error}"] += 1
             return
         result.dom = out.dom
-        if self.config.render == shell.AUTO:
-            self.learning.learn(request.host, self._added(result))
 
     def _added(self, result: FetchResult) -> bool:
         """Whether the DOM showed a link or text the static HTML lacked. Parsed here,

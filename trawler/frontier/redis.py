@@ -356,6 +356,18 @@ class RedisFrontier:
     ) -> None:
         await self._robots.put(site, profile, fetch, ttl_s, job_only=job_only)
 
+    async def render_misses(self) -> dict[str, int]:
+        kept = await self._call(lambda: self.redis.hgetall(self._jp + "render_misses"))
+        return {host.decode(): int(misses) for host, misses in kept.items()}
+
+    async def count_render_miss(self, host: str, added: bool) -> int:
+        """One count per job for all its workers: what one learnt, the others use."""
+        key = self._jp + "render_misses"
+        if added:
+            await self._call(lambda: self.redis.hdel(key, host))
+            return 0
+        return int(await self._call(lambda: self.redis.hincrby(key, host, 1)))
+
     @property
     def current_host(self) -> str | None:
         """A host this worker holds right now (for `trawler workers`)."""

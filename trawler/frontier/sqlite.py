@@ -361,6 +361,13 @@ class SqliteFrontier:
         """Kept for the next run; the data directory holds one job, so job_only is moot."""
         self._kept.note_robots(site, profile, fetch)
 
+    async def render_misses(self) -> dict[str, int]:
+        return dict(self._kept.render_misses)
+
+    async def count_render_miss(self, host: str, added: bool) -> int:
+        """Kept in the data directory with the next commit (restart_state.py)."""
+        return self._kept.count_render_miss(host, added)
+
     # -- revisits (frontier/base.py ``Revisitable``) -----------------------------------
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
         self._revisits.continuous, self._revisits.discovery = continuous, discovery
