@@ -155,8 +155,6 @@ class Crawler:
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
         self._opened = True
-        if self.rendering is not None:
-            await self.rendering.restore(self.frontier)
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())
         self.discovery.widen_scope(await self.backend.scope_hosts())

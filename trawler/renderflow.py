@@ -66,7 +66,7 @@ class Rendering:
 
     What ``auto`` learns of a host is kept by the frontier (``count_render_miss``):
     in the data directory across restarts (embedded), in Redis for every worker of
-    the job (distributed); ``restore`` reads it back when the crawl starts.
+    the job (distributed), and read back from it before each decision.
     """
 
     def __init__(self, config: CrawlConfig, fetcher: Fetcher, robots: RobotsGate,
@@ -85,10 +85,6 @@ class Rendering:
         """Get the process's browser, launched if need be (``RenderUnavailable``)."""
         self.pool = await self.browser.get(browser_options(self.config))
 
-    async def restore(self, frontier: Frontier) -> None:
-        """What an earlier run (or another worker) learnt of each host."""
-        self.learning.misses.update(await frontier.render_misses())
-
     @staticmethod
     def wants(request: CrawlRequest, result: FetchResult) -> bool:
         """Only pages answered 2xx with HTML are considered (not sitemaps, not errors)."""
@@ -100,9 +96,7 @@ class Rendering:
 
     async def render(self, request: CrawlRequest, result: FetchResult, frontier: Frontier) -> None:
         """Decide, render when decided, and write the outcome on ``result``."""
-        html, _ = decode_html(result.body, result.charset)
-        decision = shell.decide(self.config.render, request.host, html, self.learning)
-        result.rendered = decision
+        decision = result.rendered = await self._decide(request, result, frontier)
         if decision is None:
             return
         self.counters[f"render.{decision}"] += 1
@@ -119,8 +113,17 @@ class Rendering:
             out = PageRender(error="render_crash")
         self._take(request, result, out)
         if self.config.render == shell.AUTO and result.dom is not None:
-            added = self._added(result)
-            self.learning.set(request.host, await frontier.count_render_miss(request.host, added))
+            await frontier.count_render_miss(request.host, self._added(result))
+
+    async def _decide(self, request: CrawlRequest, result: FetchResult, frontier: Frontier
+                      ) -> str | None:  # fmt: skip
+        """The host's count is read from the frontier each time: an earlier run or
+        another worker of the job (the host held by one at a time) may have added to it."""
+        html, _ = decode_html(result.body, result.charset)
+        if self.config.render == shell.AUTO:
+            misses = await frontier.render_misses(request.host)
+            self.learning.set(request.host, misses.get(request.host, 0))
+        return shell.decide(self.config.render, request.host, html, self.learning)
 
     def _take(self, request: CrawlRequest, result: FetchResult, out: PageRender) -> None:
         result.subresources = out.subresources

@@ -356,9 +356,13 @@ class RedisFrontier:
     ) -> None:
         await self._robots.put(site, profile, fetch, ttl_s, job_only=job_only)
 
-    async def render_misses(self) -> dict[str, int]:
-        kept = await self._call(lambda: self.redis.hgetall(self._jp + "render_misses"))
-        return {host.decode(): int(misses) for host, misses in kept.items()}
+    async def render_misses(self, host: str | None = None) -> dict[str, int]:
+        key = self._jp + "render_misses"
+        if host is not None:
+            misses = await self._call(lambda: self.redis.hget(key, host))
+            return {host: int(misses)} if misses else {}
+        kept = await self._call(lambda: self.redis.hgetall(key))
+        return {name.decode(): int(misses) for name, misses in kept.items()}
 
     async def count_render_miss(self, host: str, added: bool) -> int:
         """One count per job for all its workers: what one learnt, the others use."""
