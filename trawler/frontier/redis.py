@@ -362,7 +362,7 @@ class RedisFrontier:
             misses = await self._call(lambda: self.redis.hget(key, host))
             return {host: int(misses)} if misses else {}
         kept = await self._call(lambda: self.redis.hgetall(key))
-        return {name.decode(): int(misses) for name, misses in kept.items()}
+        return {_text(name): int(misses) for name, misses in kept.items()}
 
     async def count_render_miss(self, host: str, added: bool) -> int:
         """One count per job for all its workers: what one learnt, the others use."""
@@ -479,3 +479,7 @@ class RedisFrontier:
                 if not transient_redis_error(exc):
                     raise
                 continue  # Redis is restarting or busy: try again on the next round
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
