@@ -33,6 +33,7 @@ from trawler.parse import parse_html
 from trawler.records import CrawlRequest, FetchResult
 from trawler.render import shell
 from trawler.render.browser import CHROMIUM, BrowserOptions, BrowserPool, SharedBrowser
+from trawler.render.cache import SubresourceCache
 from trawler.render.routing import host_key_of
 from trawler.render.session import PageRender, render_page
 from trawler.robotsgate import RobotsGate, Verdict
@@ -79,6 +80,7 @@ class Rendering:
         self.browser = browser
         self.pool: BrowserPool | None = None
         self._contexts = asyncio.Semaphore(config.render_concurrency)  # this job's pages
+        self.cache = SubresourceCache()  # scripts and stylesheets, fetched once per job
         self.normalise = Normaliser(config.tracking_params)
 
     async def start(self) -> None:
@@ -103,11 +105,12 @@ class Rendering:
         if decision != shell.RENDERED:
             return
         fetch = partial(self._subresource, request.host, frontier)
+        config = self.config
         assert self.pool is not None, "start() first"
         try:
-            async with self._contexts, self.pool.context(self.config.user_agent) as ctx:
-                out = await render_page(ctx, result, request.host, self.config.render_resources,
-                                        fetch, self.config.render_timeout_s)  # fmt: skip
+            async with self._contexts, self.pool.context(config.user_agent) as ctx:
+                out = await render_page(ctx, result, request.host, config.render_resources,
+                                        fetch, config.render_timeout_s, self.cache)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the browser would not start: this page only
             log.warning("render: no browser for %s: %s", request.url, " ".join(str(exc).split()))
             out = PageRender(error="render_crash")

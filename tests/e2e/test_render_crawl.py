@@ -104,6 +104,12 @@ def test_subresources_keep_to_robots_txt_the_host_and_no_media(auto: Crawled) ->
     assert log[0]["path"] == "/robots.txt"
 
 
+def test_a_script_is_fetched_once_for_every_page_that_loads_it(auto: Crawled) -> None:
+    """Seven rendered pages load /app.js; the job's cache answers all but the first."""
+    asked = [entry["path"] for entry in auto.site.log() if "end" not in entry]
+    assert asked.count("/app.js") == 1
+
+
 def arrivals(log: list[dict]) -> list[float]:
     return [entry["start"] for entry in log if "end" not in entry]
 
