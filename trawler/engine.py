@@ -132,7 +132,7 @@ class Crawler:
         )  # fmt: skip
         self.robots.read_shared = revisits is None or not revisits.reread_robots
         self.rendering = None if config.render == "never" else Rendering(
-            config, self.fetcher, self.robots, self._counters
+            config, self.fetcher, self.robots, self._counters, self.services.browser
         )  # fmt: skip
         self.analysing = self.services.analysing  # the process's, over all its jobs
         self._tasks: set[asyncio.Task[None]] = set()
@@ -177,8 +177,6 @@ class Crawler:
             await committer
             if reporter:
                 reporter.cancel()
-            if self.rendering is not None:
-                await self.rendering.close()
             await self.fetcher.close()
             self.analysis.close()
             if self._own_services:

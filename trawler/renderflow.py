@@ -18,6 +18,7 @@ rendering, never the crawl.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from functools import partial
@@ -31,7 +32,8 @@ from trawler.outcome import HTML_TYPES, sniffed_type
 from trawler.parse import parse_html
 from trawler.records import CrawlRequest, FetchResult
 from trawler.render import shell
-from trawler.render.browser import CHROMIUM, BrowserOptions, BrowserPool
+from trawler.render.browser import CHROMIUM, BrowserOptions, BrowserPool, SharedBrowser
+from trawler.render.cache import SubresourceCache
 from trawler.render.routing import host_key_of
 from trawler.render.session import PageRender, render_page
 from trawler.robotsgate import RobotsGate, Verdict
@@ -60,24 +62,30 @@ def browser_options(config: CrawlConfig, executable: Path = CHROMIUM) -> Browser
 
 
 class Rendering:
-    """One crawl's renderer: its browser pool and what each host has taught it."""
+    """One crawl's renderer: its share of the process's browser (services.py), its
+    own limit on pages rendered at a time, and what each host has taught it.
+
+    What ``auto`` learns of a host is kept by the frontier (``count_render_miss``):
+    in the data directory across restarts (embedded), in Redis for every worker of
+    the job (distributed), and read back from it before each decision.
+    """
 
     def __init__(self, config: CrawlConfig, fetcher: Fetcher, robots: RobotsGate,
-                 counters: Counter[str]) -> None:  # fmt: skip
+                 counters: Counter[str], browser: SharedBrowser) -> None:  # fmt: skip
         self.config = config
         self.fetcher = fetcher
         self.robots = robots
         self.counters = counters
         self.learning = shell.HostLearning(config.render_host_misses)
-        self.pool = BrowserPool(browser_options(config))
+        self.browser = browser
+        self.pool: BrowserPool | None = None
+        self._contexts = asyncio.Semaphore(config.render_concurrency)  # this job's pages
+        self.cache = SubresourceCache()  # scripts and stylesheets, fetched once per job
         self.normalise = Normaliser(config.tracking_params)
 
     async def start(self) -> None:
-        """Launch the browser (``RenderUnavailable`` when it cannot be)."""
-        await self.pool.start()
-
-    async def close(self) -> None:
-        await self.pool.close()
+        """Get the process's browser, launched if need be (``RenderUnavailable``)."""
+        self.pool = await self.browser.get(browser_options(self.config))
 
     @staticmethod
     def wants(request: CrawlRequest, result: FetchResult) -> bool:
@@ -90,23 +98,35 @@ class Rendering:
 
     async def render(self, request: CrawlRequest, result: FetchResult, frontier: Frontier) -> None:
         """Decide, render when decided, and write the outcome on ``result``."""
-        html, _ = decode_html(result.body, result.charset)
-        decision = shell.decide(self.config.render, request.host, html, self.learning)
-        result.rendered = decision
+        decision = result.rendered = await self._decide(request, result, frontier)
         if decision is None:
             return
         self.counters[f"render.{decision}"] += 1
         if decision != shell.RENDERED:
             return
         fetch = partial(self._subresource, request.host, frontier)
+        config = self.config
+        assert self.pool is not None, "start() first"
         try:
-            async with self.pool.context() as ctx:
-                out = await render_page(ctx, result, request.host, self.config.render_resources,
-                                        fetch, self.config.render_timeout_s)  # fmt: skip
+            async with self._contexts, self.pool.context(config.user_agent) as ctx:
+                out = await render_page(ctx, result, request.host, config.render_resources,
+                                        fetch, config.render_timeout_s, self.cache)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the browser would not start: this page only
             log.warning("render: no browser for %s: %s", request.url, " ".join(str(exc).split()))
             out = PageRender(error="render_crash")
         self._take(request, result, out)
+        if self.config.render == shell.AUTO and result.dom is not None:
+            await frontier.count_render_miss(request.host, self._added(result))
+
+    async def _decide(self, request: CrawlRequest, result: FetchResult, frontier: Frontier
+                      ) -> str | None:  # fmt: skip
+        """The host's count is read from the frontier each time: an earlier run or
+        another worker of the job (the host held by one at a time) may have added to it."""
+        html, _ = decode_html(result.body, result.charset)
+        if self.config.render == shell.AUTO:
+            misses = await frontier.render_misses(request.host)
+            self.learning.set(request.host, misses.get(request.host, 0))
+        return shell.decide(self.config.render, request.host, html, self.learning)
 
     def _take(self, request: CrawlRequest, result: FetchResult, out: PageRender) -> None:
         result.subresources = out.subresources
@@ -118,8 +138,6 @@ class Rendering:
             self.counters[f"render.{out.error}"] += 1
             return
         result.dom = out.dom
-        if self.config.render == shell.AUTO:
-            self.learning.learn(request.host, self._added(result))
 
     def _added(self, result: FetchResult) -> bool:
         """Whether the DOM showed a link or text the static HTML lacked. Parsed here,

@@ -11,6 +11,8 @@
 - ``politeness``: the operator's live politeness settings (``PolitenessSettings``)
   and ``throttle``, the limit on requests in flight over all jobs they set.
 - ``blocklist``: domains no job may fetch from (blocklist.py).
+- ``browser``: the chromium that renders pages (render/browser.py ``SharedBrowser``),
+  started by the first job with --render auto or always, one for all jobs.
 - ``analysing``: the bytes of the pages waiting for the parsers (engine.py), bounded
   over all jobs.
 
@@ -30,6 +32,7 @@ from trawler.blocklist import Blocklist
 from trawler.connectors import Connectors
 from trawler.frontier.hosts import HostTable
 from trawler.parsers import ParserProcesses, default_processes
+from trawler.render.browser import SharedBrowser
 from trawler.robotscache import ProcessRobots
 from trawler.throttle import ANALYSIS_QUEUE_BYTES, ByteBudget, Throttle
 
@@ -65,10 +68,13 @@ class Services:
         connection_limit: int = 0,
         parse_processes: int | None = None,
         resolver: AbstractResolver | None = None,
+        render_contexts: int | None = None,
     ) -> None:
         """``connection_limit``: connections in use at once over all jobs, 0 for no
         limit beyond each job's --concurrency; ``parse_processes``: None, one per
-        spare core (started with the first job); ``resolver``: tests pass a stub."""
+        spare core (started with the first job); ``resolver``: tests pass a stub;
+        ``render_contexts``: pages rendered at a time over all jobs (None: the
+        --render-concurrency of the first job that renders)."""
         self.hosts = HostTable()
         self.http = Connectors(connection_limit, resolver)
         if parse_processes is None:
@@ -79,8 +85,10 @@ class Services:
         self.throttle = Throttle()
         self.analysing = ByteBudget(ANALYSIS_QUEUE_BYTES)  # pages waiting for the parsers
         self.blocklist = Blocklist()
+        self.browser = SharedBrowser(render_contexts)
 
     async def close(self) -> None:
         """After every crawler using them has ended."""
         self.parsers.close()
+        await self.browser.close()
         await self.http.close()

@@ -10,6 +10,8 @@ and start, and again once answered, with its end).
 - ``/feed``: ten items, more links loaded from ``/api/feed?page=N`` on scroll.
 - ``/static``: a complete static page (no rendering needed), linked from ``/``.
 - ``/hang``: a shell whose script never arrives (the server holds it 60 s).
+- ``/dull/N``: ``DULL_PAGES`` shells in a chain (each links the next in its static
+  HTML) whose script adds nothing: ``--render auto`` learns to stop rendering.
 - ``/gen/N`` (``--pages``): N shells, each with script-made links to the next ones,
   for the benchmark.
 
@@ -95,6 +97,10 @@ STATIC = """<!doctype html><html><head><title>Static</title></head><body><h1>Sta
 ROUTES = ("/", "/about", "/products", "/products/1", "/products/2", "/feed")
 # What a user clicking through reaches (the hang page aside, which never renders).
 REACHABLE = frozenset({*ROUTES, "/static", "/hang", "/items/1", "/items/2", "/items/3", "/items/4"})
+DULL_PAGES = 12
+DULL = """<!doctype html><html><head><title>Dull</title></head><body>
+<noscript>You need to enable JavaScript to run this app.</noscript><div id="root"></div>
+<a href="/dull/{next}">next</a><script src="/dull.js"></script></body></html>"""
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 
 
@@ -158,6 +164,11 @@ class JsSite(ThreadingHTTPServer):
         return self.generated(path)
 
     def generated(self, path: str) -> tuple[int, str, bytes]:
+        if path == "/dull.js":  # runs, and changes nothing a crawler would see
+            return 200, "application/javascript", b"document.title = document.title;"
+        if path.startswith("/dull/") and path[6:].isdigit() and int(path[6:]) < DULL_PAGES:
+            body = DULL.format(next=min(int(path[6:]) + 1, DULL_PAGES - 1))
+            return 200, "text/html; charset=utf-8", body.encode()
         if path == "/gen.js":
             return 200, "application/javascript", GEN_APP.replace("TOTAL", str(self.pages)).encode()
         if path.startswith("/gen/") and path[5:].isdigit() and int(path[5:]) < self.pages:

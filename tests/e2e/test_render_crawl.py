@@ -104,6 +104,12 @@ def test_subresources_keep_to_robots_txt_the_host_and_no_media(auto: Crawled) ->
     assert log[0]["path"] == "/robots.txt"
 
 
+def test_a_script_is_fetched_once_for_every_page_that_loads_it(auto: Crawled) -> None:
+    """Seven rendered pages load /app.js; the job's cache answers all but the first."""
+    asked = [entry["path"] for entry in auto.site.log() if "end" not in entry]
+    assert asked.count("/app.js") == 1
+
+
 def arrivals(log: list[dict]) -> list[float]:
     return [entry["start"] for entry in log if "end" not in entry]
 
@@ -123,7 +129,8 @@ def overlaps(log: list[dict]) -> list[str]:
 
 def test_the_server_log_shows_one_request_at_a_time_spaced_by_the_delay(auto: Crawled) -> None:
     log = auto.site.log()
-    assert len(arrivals(log)) >= 20  # pages and their subresources
+    # pages and their subresources (robots.txt, app.js once: cached, links.json at least)
+    assert len(arrivals(log)) >= len(REACHABLE) + 3
     assert short_gaps(arrivals(log), DELAY_S) == []
     assert overlaps(log) == []
 

@@ -25,14 +25,16 @@ def test_options_keep_their_cli_names_both_ways() -> None:
     assert options["delay"] == 0.5 and options["strip_param"] == ["ref"]
     assert options["robots_retry_wait"] == [1.0] and "delay_s" not in options
     # No option of the API (yet): max_redirects; the continuous job's recrawl, window and
-    # revisit policy; rendering (issue 16: `trawler crawl` only so far).
+    # revisit policy; rendering's restart, memory and learning knobs (no CLI option either).
     assert set(options) - set(JobRequest.model_fields) == {
         "max_redirects",
         "recrawl",
         "revisit_min_s",
         "revisit_max_s",
         "revisit_policy",
-        *(name for name in options if name.startswith("render")),
+        "render_restart_pages",
+        "render_max_memory_mb",
+        "render_host_misses",
     }
 
 

@@ -73,6 +73,9 @@ class Harness:
             out.append(request)
         return out
 
+    async def keep(self) -> None:
+        """Make what was noted durable, as a commit does (the Redis frontier writes at once)."""
+
 
 class SqliteHarness(Harness):
     def __init__(self, data_dir: Path, delay_s: float) -> None:
@@ -86,6 +89,10 @@ class SqliteHarness(Harness):
             self.frontier.persist_done(self.conn, [(r, False) for r in done], [])
         self.frontier.enqueue(new)
         self.frontier.ack(len(done))
+
+    async def keep(self) -> None:
+        with self.conn:
+            self.frontier.persist_hosts(self.conn)
 
 
 class RedisHarness(Harness):
@@ -202,6 +209,22 @@ class FrontierContract:
         await asyncio.sleep(0.05)
         h.frontier.close()
         assert await asyncio.wait_for(waiting, 2) is None
+
+    async def test_render_misses_are_kept_for_the_next_run_or_worker(self, make) -> None:
+        """--render auto's count per host: a later frontier of the job (the next run
+        on the same data directory; another worker on the same Redis) carries it on."""
+        h = await make()
+        assert await h.frontier.render_misses() == {}
+        counts = [await h.frontier.count_render_miss("a.test", added=False) for _ in range(3)]
+        assert counts == [1, 2, 3]
+        assert await h.frontier.count_render_miss("b.test", added=False) == 1
+        assert await h.frontier.count_render_miss("b.test", added=True) == 0  # starts again
+        await h.keep()
+        later = await make()
+        assert await later.frontier.render_misses() == {"a.test": 3}
+        assert await later.frontier.render_misses("a.test") == {"a.test": 3}
+        assert await later.frontier.render_misses("b.test") == {}
+        assert await later.frontier.count_render_miss("a.test", added=False) == 4
 
     async def test_acquire_host_waits_for_the_holder(self, make) -> None:
         h = await make(delay_s=0.0)

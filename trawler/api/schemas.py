@@ -99,6 +99,10 @@ class JobRequest(BaseModel):
     max_attempts: int | None = None
     max_links_per_page: int | None = None
     robots_retry_wait: list[float] | None = None
+    render: Literal["never", "auto", "always"] | None = None
+    render_resources: Literal["same-host", "all", "none"] | None = None
+    render_concurrency: int | None = None
+    render_timeout: float | None = None
 
 
 class PageRow(BaseModel):
@@ -124,7 +128,7 @@ class PageRow(BaseModel):
     simhash: str | None
     sitemap_lastmod: str | None
     sitemap_changefreq: str | None = None
-    rendered: str | None = None  # the --render decision (embedded jobs only for now)
+    rendered: str | None = None  # the --render decision (render/shell.py)
     error: str | None
     warc_file: str | None
     warc_offset: int | None

@@ -75,6 +75,15 @@ class Frontier(Protocol):
         """Keep a fetched robots.txt for ``ttl_s`` seconds: for this job's other
         workers and later runs, and unless ``job_only`` for other jobs of that profile."""
 
+    async def render_misses(self, host: str | None = None) -> dict[str, int]:
+        """--render auto: each host's (or ``host``'s) renders in a row that added
+        nothing, as kept by an earlier run or another worker of the job
+        (render/shell.py); hosts with none are left out."""
+
+    async def count_render_miss(self, host: str, added: bool) -> int:
+        """Keep that a render of ``host`` added something (its count starts again) or
+        not (one more); the host's count now, over every worker of the job."""
+
     def close(self) -> None:
         """Stop handing out URLs; a waiting ``next()`` returns None."""
 

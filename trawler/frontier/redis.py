@@ -356,6 +356,22 @@ class RedisFrontier:
     ) -> None:
         await self._robots.put(site, profile, fetch, ttl_s, job_only=job_only)
 
+    async def render_misses(self, host: str | None = None) -> dict[str, int]:
+        key = self._jp + "render_misses"
+        if host is not None:
+            misses = await self._call(lambda: self.redis.hget(key, host))
+            return {host: int(misses)} if misses else {}
+        kept = await self._call(lambda: self.redis.hgetall(key))
+        return {_text(name): int(misses) for name, misses in kept.items()}
+
+    async def count_render_miss(self, host: str, added: bool) -> int:
+        """One count per job for all its workers: what one learnt, the others use."""
+        key = self._jp + "render_misses"
+        if added:
+            await self._call(lambda: self.redis.hdel(key, host))
+            return 0
+        return int(await self._call(lambda: self.redis.hincrby(key, host, 1)))
+
     @property
     def current_host(self) -> str | None:
         """A host this worker holds right now (for `trawler workers`)."""
@@ -463,3 +479,7 @@ class RedisFrontier:
                 if not transient_redis_error(exc):
                     raise
                 continue  # Redis is restarting or busy: try again on the next round
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,7 +1,9 @@
 """What the embedded frontier keeps across a restart besides its URLs: each host's
 politeness state (tables ``hosts`` and ``frontier_state``) and the robots.txt
 fetches (table ``robots``), so that a resumed crawl neither contacts a host
-before its interval has passed nor fetches robots.txt again within 24 hours.
+before its interval has passed nor fetches robots.txt again within 24 hours;
+and what ``--render auto`` learnt of each host (table ``render_hosts``), so a
+resumed crawl does not render again a host it had stopped rendering.
 
 Cheap: the event loop notes a row (a tuple appended to a deque, which is
 thread-safe) whenever a host's state changes, and the writer thread writes the
@@ -46,6 +48,8 @@ class RestartState:
         self._hosts: deque[tuple] = deque()
         self._robots: deque[tuple] = deque()
         self._kept_robots: dict[tuple[str, str], RobotsFetch] = {}
+        self.render_misses: dict[str, int] = {}  # host -> renders in a row adding nothing
+        self._render: deque[tuple[str, int]] = deque()
 
     # -- event loop ----------------------------------------------------------------
     def note_host(self, slot: HostSlot) -> None:
@@ -59,6 +63,13 @@ class RestartState:
     def note_robots(self, site: str, profile: str, fetch: RobotsFetch) -> None:
         self._robots.append((site, profile, fetch.status, fetch.error, fetch.body,
                              fetch.fetched_at, fetch.failures))  # fmt: skip
+
+    def count_render_miss(self, host: str, added: bool) -> int:
+        """The host's renders in a row that added nothing, kept with the next commit."""
+        misses = 0 if added else self.render_misses.get(host, 0) + 1
+        self.render_misses[host] = misses
+        self._render.append((host, misses))
+        return misses
 
     def mark(self) -> tuple[int, int]:
         """How many rows are noted now: a commit handed over at this moment writes these
@@ -88,6 +99,11 @@ class RestartState:
             f"INSERT OR REPLACE INTO robots ({_ROBOTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             _drain(self._robots, 2, robots).values(),
         )
+        # Not tied to a batch (no WARC record goes with it): all noted so far.
+        conn.executemany(
+            "INSERT OR REPLACE INTO render_hosts (host, misses) VALUES (?, ?)",
+            _drain(self._render, 1, len(self._render)).values(),
+        )
 
     def persist_stopped(self, conn: sqlite3.Connection) -> None:
         """The crawl stopped with no request in flight: every host's state is written."""
@@ -114,6 +130,7 @@ class RestartState:
                 if slot(host).next_allowed_at <= now:
                     policy.after_request(slot(host), now)  # as if a request left right now
         self._load_robots(conn)
+        self.render_misses.update(conn.execute("SELECT host, misses FROM render_hosts"))
         with conn:
             _set_run_state(conn, "running")
 

@@ -361,6 +361,15 @@ class SqliteFrontier:
         """Kept for the next run; the data directory holds one job, so job_only is moot."""
         self._kept.note_robots(site, profile, fetch)
 
+    async def render_misses(self, host: str | None = None) -> dict[str, int]:
+        kept = self._kept.render_misses
+        hosts = kept if host is None else (host,)
+        return {name: kept[name] for name in hosts if kept.get(name)}
+
+    async def count_render_miss(self, host: str, added: bool) -> int:
+        """Kept in the data directory with the next commit (restart_state.py)."""
+        return self._kept.count_render_miss(host, added)
+
     # -- revisits (frontier/base.py ``Revisitable``) -----------------------------------
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
         self._revisits.continuous, self._revisits.discovery = continuous, discovery

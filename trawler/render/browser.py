@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +74,7 @@ def check_available(executable: Path = CHROMIUM) -> None:
 
 
 class BrowserPool:
-    """One chromium for a crawl, lent out one context per page."""
+    """One chromium for a process, lent out one context per page (to any of its jobs)."""
 
     def __init__(self, options: BrowserOptions) -> None:
         self.options = options
@@ -115,8 +115,9 @@ class BrowserPool:
         self._restart_due = False
 
     @contextlib.asynccontextmanager
-    async def context(self) -> AsyncIterator[BrowserContext]:
-        """A fresh context for one page, closed afterwards whatever happened."""
+    async def context(self, user_agent: str | None = None) -> AsyncIterator[BrowserContext]:
+        """A fresh context for one page, closed afterwards whatever happened; its
+        ``user_agent`` is the job's (a pool may serve many jobs), else the pool's."""
         async with self._slots:
             await self._ready()
             assert self._browser is not None
@@ -126,7 +127,7 @@ class BrowserPool:
             try:
                 ctx = await browser.new_context(
                     service_workers="block",  # their requests would escape interception
-                    user_agent=self.options.user_agent,
+                    user_agent=user_agent or self.options.user_agent,
                     java_script_enabled=True,
                 )
                 try:
@@ -181,6 +182,39 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await self._driver_cm.__aexit__(None, None, None)
             self._driver_cm = self._driver = None
+
+
+class SharedBrowser:
+    """The process's browser (services.py), started when the first job that renders
+    needs it and shared by every job after: one chromium, not one per job.
+
+    The pool takes the restart and memory options of the job that started it; its
+    contexts at a time are ``max_contexts`` (None: that job's --render-concurrency).
+    Each job still renders at most its own --render-concurrency pages at a time
+    (renderflow.py). A browser that would not start is tried again by the next job.
+    """
+
+    def __init__(self, max_contexts: int | None = None) -> None:
+        self.max_contexts = max_contexts
+        self.pool: BrowserPool | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self, options: BrowserOptions) -> BrowserPool:
+        """The started pool (``RenderUnavailable`` when it cannot start)."""
+        async with self._lock:
+            if self.pool is None:
+                if self.max_contexts is not None:
+                    options = replace(options, concurrency=self.max_contexts)
+                pool = BrowserPool(options)
+                await pool.start()
+                self.pool = pool
+            return self.pool
+
+    async def close(self) -> None:
+        """After every job using it has ended."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            await pool.close()
 
 
 def browser_rss_bytes() -> int:

@@ -10,8 +10,8 @@ page's host has one request in flight, as for plain fetches), and none is left
 running when ``render_page`` returns: the caller releases the host after it.
 
 "Settled": the load event, then up to ``SCROLLS`` scrolls to the bottom (pages
-that load more links on scroll) while the document keeps growing, each followed
-by a pause for the network to go quiet.
+that load more links on scroll) while the document keeps growing and is taller
+than the window, each followed by a pause for the network to go quiet.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from trawler.records import FetchResult
+from trawler.render.cache import SubresourceCache
 from trawler.render.routing import refusal
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ SCROLLS = 3
 QUIET_S = 0.3  # no request for this long: the page is done with the network
 _FRAMING = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _GROWTH = "document.documentElement.scrollHeight"
+_SIZES = f"[{_GROWTH}, window.innerHeight]"
 
 
 class SubresourceFetch(Protocol):
@@ -62,6 +64,7 @@ class _Routes:
     mode: str
     fetch: SubresourceFetch
     out: PageRender
+    cache: SubresourceCache | None = None  # the job's scripts and stylesheets
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one fetch at a time
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     last_activity: float = 0.0
@@ -80,6 +83,10 @@ class _Routes:
             self.out.refused[reason or "method"] += 1
             await _abort(route)
             return
+        cached = self.cache.get(request.url, request.resource_type) if self.cache else None
+        if cached is not None:  # fetched for an earlier page of the job: no request
+            await _fulfil(route, cached)
+            return
         await self._fetch(route)
 
     async def _fetch(self, route: Route) -> None:
@@ -93,6 +100,8 @@ class _Routes:
             await _abort(route)
             return
         self.out.subresources.append(got)
+        if self.cache is not None:
+            self.cache.put(route.request.url, route.request.resource_type, got)
         if got.status is None:
             await _abort(route)
         else:
@@ -112,11 +121,12 @@ class _Routes:
 
 async def render_page(
     ctx: BrowserContext, page_result: FetchResult, page_host: str, mode: str,
-    fetch: SubresourceFetch, timeout_s: float,
+    fetch: SubresourceFetch, timeout_s: float, cache: SubresourceCache | None = None,
 ) -> PageRender:  # fmt: skip
-    """Render ``page_result`` (a fetched HTML response) in ``ctx``."""
+    """Render ``page_result`` (a fetched HTML response) in ``ctx``; ``cache``: the
+    scripts and stylesheets of the job's earlier pages (render/cache.py)."""
     out = PageRender()
-    routes = _Routes(page_result, page_host, mode, fetch, out)
+    routes = _Routes(page_result, page_host, mode, fetch, out, cache)
     page = await ctx.new_page()
     await ctx.route("**/*", _spawned(routes))
     try:
@@ -146,8 +156,10 @@ def _spawned(routes: _Routes) -> Callable[[Route], Awaitable[None]]:
 async def _settle(page: Page, url: str, routes: _Routes) -> bytes:
     await page.goto(url, wait_until="load")
     await _quiet(routes)
-    height = await page.evaluate(_GROWTH)
+    height, viewport = await page.evaluate(_SIZES)
     for _ in range(SCROLLS):
+        if height <= viewport:  # nothing to scroll: no scroll event, no quiet to wait
+            break
         await page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
         await _quiet(routes)
         grown = await page.evaluate(_GROWTH)

@@ -88,7 +88,7 @@ def render_added(static: ParsedPage, rendered: ParsedPage) -> bool:
 @dataclass(slots=True)
 class HostLearning:
     """Per host: renders in a row that added nothing. One per crawl, never shared
-    by module state (STYLE.md rule 5)."""
+    by module state (STYLE.md rule 5); the frontier keeps it across restarts."""
 
     misses_to_stop: int = DEFAULT_MISSES_TO_STOP
     misses: dict[str, int] = field(default_factory=dict)
@@ -96,6 +96,13 @@ class HostLearning:
     def renders(self, host: str) -> bool:
         """Whether ``host``'s shell-looking pages are still worth a browser."""
         return self.misses.get(host, 0) < self.misses_to_stop
+
+    def set(self, host: str, misses: int) -> None:
+        """The count as kept elsewhere (the frontier's, shared by a job's workers)."""
+        if misses:
+            self.misses[host] = misses
+        else:
+            self.misses.pop(host, None)
 
     def learn(self, host: str, added: bool) -> None:
         """A render of ``host`` added something (the count starts again) or not."""

@@ -335,8 +335,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 10: on-demand revisit passes: see PASSES.
     PASSES,
-    # 11: the --render decision of a page (issue 16). NULL for now: distributed workers
-    # do not render yet; the column keeps the pages rows one shape on both backends.
+    # 11: the --render decision of a page (issue 16), as the workers of a job with
+    # --render record it; the column keeps the pages rows one shape on both backends.
     """
     ALTER TABLE pages ADD COLUMN rendered text;
     """,

@@ -140,6 +140,8 @@ CREATE TABLE IF NOT EXISTS robots (
     failures INTEGER NOT NULL,      -- consecutive unavailable answers
     PRIMARY KEY (site, profile)
 );
+-- --render auto: a host's renders in a row that added nothing (render/shell.py).
+CREATE TABLE IF NOT EXISTS render_hosts (host TEXT PRIMARY KEY, misses INTEGER NOT NULL);
 -- The hosts of the job's seeds (host keys): its scope, rebuilt from here on resume.
 CREATE TABLE IF NOT EXISTS scope_hosts (host TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS frontier_state (
