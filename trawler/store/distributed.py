@@ -6,7 +6,9 @@ not by a distributed transaction (docs/architecture.md):
 1. the batch's WARC records are written to this worker's own file and fsynced;
 2. the page rows, counters and attempts go to PostgreSQL in one transaction
    (``ON CONFLICT (job_id, url) DO NOTHING``: a page is stored at most once),
-   a page whose rows are rejected kept as a ``store_error`` row;
+   a page whose rows are rejected kept as a ``store_error`` row; the batch's
+   ``CommitKey``, made before its first try, is recorded in the same transaction,
+   so a retry after an unknown outcome applies nothing twice;
 3. one Redis script adds the discovered URLs to the seen set and the host
    queues, and acknowledges the leases of the batch's URLs.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,7 +46,7 @@ from trawler.recrawl import RevisitWindow
 from trawler.store import pg_passes
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.dist_revisits import DistributedRevisits
-from trawler.store.postgres import PostgresStore
+from trawler.store.postgres import CommitKey, PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
 
@@ -69,6 +72,8 @@ class DistributedBackend:
         self.job_id = job_id
         self.warc_dir = warc_dir
         self.worker_id = worker_id
+        # This backend's commits, one at a time: their ids in applied_commits.
+        self.writer = f"{worker_id}-{uuid.uuid4().hex[:8]}"
         self.frontier: RedisFrontier | None = None
         self.warc: WarcWriter | None = None
         # Near-duplicates are found among the pages this worker stores (a shared
@@ -108,10 +113,12 @@ class DistributedBackend:
             also = pg_passes.validator_writes(self.job_id, batch.outcomes)
         else:
             also = revisits.rows_of(batch.outcomes, batch.revisits)
+        commit = CommitKey.new(self.writer)  # before the first try: its retries share it
         try:
             await self.store.store_outcomes(
-                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records, also
-            )
+                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records,
+                also, commit,
+            )  # fmt: skip
             await self.frontier.commit(batch.all_new_requests(), done)
             if batch.revisits:  # their rows are committed: end their leases last
                 await self.frontier.revisits.done([r.request for r in batch.revisits])

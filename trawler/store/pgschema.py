@@ -214,6 +214,20 @@ CREATE TABLE page_validators (
 );
 """
 
+# Idempotent commits (issue 17, store/postgres.py ``store_batch``): each writer (one
+# worker's backend of a job) records its last commit's id in the commit's own
+# transaction, and a commit whose id is there already was applied: a retry after an
+# unknown outcome (the connection lost during COMMIT) writes nothing again. A writer
+# commits one batch at a time, so only its last id can be retried: one row a writer.
+APPLIED_COMMITS = """
+CREATE TABLE applied_commits (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    writer text NOT NULL,
+    commit_id text NOT NULL,
+    PRIMARY KEY (job_id, writer)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -304,6 +318,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 12: the crawl's validators of a job that is not continuous: see VALIDATORS.
     VALIDATORS,
+    # Each writer's last commit id: see APPLIED_COMMITS.
+    APPLIED_COMMITS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
