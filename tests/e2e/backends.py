@@ -100,6 +100,7 @@ class DistributedCrawls:
     name: str = "distributed"
     crawls: int = 0
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
+    worker_count: int = WORKERS  # workers a crawl starts
 
     def crawl(
         self, seeds: list[str], *options: str, allow_private: bool = True, timeout_s: float = 90
@@ -112,7 +113,7 @@ class DistributedCrawls:
         if out.returncode != 0:
             return Crawled(out.returncode, out.stderr, [], warc)
         job = out.stdout.strip().splitlines()[-1]
-        logs = [self.tmp / f"worker-{self.crawls}-{i}.log" for i in range(WORKERS)]
+        logs = [self.tmp / f"worker-{self.crawls}-{i}.log" for i in range(self.worker_count)]
         started = [self._start_worker(warc, log) for log in logs]
         returncode = _wait_bounded(started, timeout_s)
         stderr = out.stderr + "".join(log.read_text(errors="replace") for log in logs)

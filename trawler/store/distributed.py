@@ -10,7 +10,9 @@ not by a distributed transaction (docs/architecture.md):
    ``CommitKey``, made before its first try, is recorded in the same transaction,
    so a retry after an unknown outcome applies nothing twice;
 3. one Redis script adds the discovered URLs to the seen set and the host
-   queues, and acknowledges the leases of the batch's URLs.
+   queues (within --max-pages-per-host), the job's pages stored as 2 counted
+   them are recorded (--max-pages), and the leases of the batch's URLs are
+   acknowledged (frontier/redis_budget.py: budgets exact over all workers).
 
 A continuous job's or a revisit pass's revisits (dist_revisits.py) ride the same
 three steps: their WARC records in 1, their visits, versions and state in 2's
@@ -88,8 +90,9 @@ class DistributedBackend:
     async def open(self, config: CrawlConfig) -> RedisFrontier:
         policy = PolitenessPolicy.from_config(config)
         options = RedisFrontierOptions(
-            job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s
-        )
+            job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s,
+            max_pages=config.max_pages, max_pages_per_host=config.max_pages_per_host,
+        )  # fmt: skip
         self.frontier = await RedisFrontier.connect(
             self.redis_url, policy, options, self.redis_health
         )
@@ -115,11 +118,11 @@ class DistributedBackend:
             also = revisits.rows_of(batch.outcomes, batch.revisits)
         commit = CommitKey.new(self.writer)  # before the first try: its retries share it
         try:
-            await self.store.store_outcomes(
+            pages_stored = await self.store.store_outcomes(
                 self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records,
                 also, commit,
             )  # fmt: skip
-            await self.frontier.commit(batch.all_new_requests(), done)
+            await self.frontier.commit(batch.all_new_requests(), done, pages_stored)
             if batch.revisits:  # their rows are committed: end their leases last
                 await self.frontier.revisits.done([r.request for r in batch.revisits])
         except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
@@ -147,7 +150,9 @@ class DistributedBackend:
         await self.revisits.feed(frontier)
 
     async def host_url_counts(self) -> dict[str, int]:
-        return {}  # --max-pages-per-host is per worker in distributed mode
+        # None to start from: --max-pages-per-host is kept for the job in Redis
+        # (redis_budget.py); the engine's own count only refuses sooner.
+        return {}
 
     async def scope_hosts(self) -> list[str]:
         return await self.store.scope_hosts(self.job_id)
