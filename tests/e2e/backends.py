@@ -177,9 +177,3 @@ def writer_of(row: dict) -> str:
     """Which process stored ``row``: its WARC file's prefix (trawler-<worker id>, or
     trawler for `trawler crawl`), before the -<stamp>-<serial>-<token> WarcWriter adds."""
     return row["warc_file"].rsplit("-", 3)[0]
-
-
-def same_writer(*rows: dict) -> bool:
-    """Stored by one process: in distributed mode, duplicates are found only among
-    the pages one worker stores (README: a documented limit, closed by issue 17)."""
-    return len({writer_of(row) for row in rows}) == 1

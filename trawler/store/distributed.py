@@ -40,7 +40,6 @@ from pathlib import Path
 
 from trawler import __version__
 from trawler.config import CrawlConfig
-from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
@@ -48,6 +47,7 @@ from trawler.recrawl import RevisitWindow
 from trawler.store import pg_passes
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.dist_revisits import DistributedRevisits
+from trawler.store.pg_dedup import SharedDedup
 from trawler.store.postgres import CommitKey, PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
@@ -78,9 +78,9 @@ class DistributedBackend:
         self.writer = f"{worker_id}-{uuid.uuid4().hex[:8]}"
         self.frontier: RedisFrontier | None = None
         self.warc: WarcWriter | None = None
-        # Near-duplicates are found among the pages this worker stores (a shared
-        # SimHash index across workers is future work; see docs/scaling.md).
-        self.dedup = ContentDedup()
+        # Duplicates are marked in the commit's transaction against every worker's
+        # pages (store/pg_dedup.py), not by this worker's WARC thread.
+        self.dedup = SharedDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
         self._closed = False
         self.revisits: DistributedRevisits | None = None  # open_revisits: continuous or a pass
@@ -98,7 +98,7 @@ class DistributedBackend:
         )
         self.frontier.gate = self.store.health  # no new URLs while the store is down
         self.warc_dir.mkdir(parents=True, exist_ok=True)
-        self.dedup = ContentDedup(config.near_duplicate_bits)
+        self.dedup = SharedDedup(config.near_duplicate_bits)
         self._warc_max_bytes = config.warc_max_bytes
         self.warc = WarcWriter(
             self.warc_dir, prefix=f"trawler-{self.worker_id}",
@@ -120,7 +120,7 @@ class DistributedBackend:
         try:
             pages_stored = await self.store.store_outcomes(
                 self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records,
-                also, commit,
+                also, commit, self.dedup,
             )  # fmt: skip
             await self.frontier.commit(batch.all_new_requests(), done, pages_stored)
             if batch.revisits:  # their rows are committed: end their leases last
@@ -132,7 +132,7 @@ class DistributedBackend:
 
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
-        archive_batch(batch, self.warc, self.dedup)
+        archive_batch(batch, self.warc, None)  # duplicates: in store_outcomes
         if batch.revisits:
             assert self.revisits is not None
             self.revisits.archive(batch.revisits)

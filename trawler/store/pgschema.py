@@ -228,6 +228,19 @@ CREATE TABLE applied_commits (
 );
 """
 
+# Duplicates across workers (issue 17, store/pg_dedup.py): each sketched original's
+# SimHash blocks, one row a table of SimHashIndex (k+1), to find its near-copies from
+# any worker; exact copies by the stored originals' text hash.
+SHARED_DEDUP = """
+CREATE TABLE dedup_blocks (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    key bigint NOT NULL,            -- simhash.block_keys: table and block value
+    url text NOT NULL,              -- the original's pages row
+    PRIMARY KEY (job_id, key, url)
+);
+CREATE INDEX pages_text_hash ON pages (job_id, text_hash) WHERE duplicate_of IS NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -320,6 +333,8 @@ MIGRATIONS: tuple[str, ...] = (
     VALIDATORS,
     # Each writer's last commit id: see APPLIED_COMMITS.
     APPLIED_COMMITS,
+    # The shared duplicate index: see SHARED_DEDUP.
+    SHARED_DEDUP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

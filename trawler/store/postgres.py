@@ -44,6 +44,7 @@ from trawler.store.kinds import (
     amerge_rows,
     robots_export_row,
 )
+from trawler.store.pg_dedup import SharedDedup
 from trawler.store.pgschema import migrate
 from trawler.store.pgstats import read_stats
 from trawler.store.sqlite import PAGE_COLUMNS
@@ -317,17 +318,19 @@ class PostgresStore:
         robots: Iterable[RobotsRecord] = (),
         also: AlsoWrite | None = None,
         commit: CommitKey | None = None,
+        dedup: SharedDedup | None = None,
     ) -> int:
         """One commit batch in one transaction: pages, counter deltas, fetch attempts,
         robots.txt downloads, and what ``also`` writes last (revisits: dist_revisits.py).
-        Returns the job's pages stored after it (with ``commit``; else 0).
+        Returns the job's pages stored after it (with ``commit``; else 0). ``dedup``
+        marks the pages' duplicates against the job's stored pages first (pg_dedup.py).
 
         ``attempts`` rows are (url, attempt, started_at, duration_s, status,
         error, decision), as in ``CommitBatch.attempts``. With ``commit`` the batch
         is applied once however often it is retried; without, a batch retried after
         an unknown outcome may count its counters and attempts twice.
         """
-        page_rows = [_page_row(job_id, page) for page in pages]
+        pages = list(pages)
         # Every worker's batch upserts the same counter rows: in key order, or two
         # transactions can each hold a row the other waits for, and PostgreSQL kills
         # one (a deadlock). Pages need no order: each URL is leased to one worker.
@@ -338,6 +341,9 @@ class PostgresStore:
         async def write() -> int:
             async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 if await _claimed(cur, job_id, commit):
+                    if dedup is not None:
+                        await dedup.mark(cur, job_id, pages)
+                    page_rows = [_page_row(job_id, page) for page in pages]
                     for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
                                       (_INSERT_ATTEMPT, attempt_rows),
                                       (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
@@ -357,6 +363,7 @@ class PostgresStore:
         robots: Sequence[RobotsRecord] = (),
         also: AlsoWrite | None = None,
         commit: CommitKey | None = None,
+        dedup: SharedDedup | None = None,
     ) -> int:
         """A commit batch of URL outcomes in one transaction (``store_batch``, whose
         return it returns). When a
@@ -366,7 +373,9 @@ class PostgresStore:
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
         try:
-            return await self.store_batch(job_id, pages, counters, attempts, robots, also, commit)
+            return await self.store_batch(
+                job_id, pages, counters, attempts, robots, also, commit, dedup
+            )
         except ROW_REJECTED:
             pass
 
@@ -374,6 +383,8 @@ class PostgresStore:
             async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 if not await _claimed(cur, job_id, commit):
                     return await _page_total(cur, job_id, commit)
+                if dedup is not None:
+                    await dedup.mark(cur, job_id, pages)
                 for outcome in outcomes:
                     try:
                         async with conn.transaction():
