@@ -365,11 +365,10 @@ class PostgresStore:
         commit: CommitKey | None = None,
         dedup: SharedDedup | None = None,
     ) -> int:
-        """A commit batch of URL outcomes in one transaction (``store_batch``, whose
-        return it returns). When a
-        row is rejected, each outcome's rows go in again under a savepoint of their
-        own, and one that is rejected is kept as a bare ``store_error`` page; a
-        robots.txt row that is rejected is left out (logged)."""
+        """A commit batch of URL outcomes in one transaction (``store_batch``, and its
+        answer). When a row is rejected, each outcome's rows go in again under a
+        savepoint of their own, and one that is rejected is kept as a bare
+        ``store_error`` page; a robots.txt row that is rejected is left out (logged)."""
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
         try:
