@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from trawler.dedup import ContentDedup
+from trawler.dedup import CANDIDATE_BITS, ContentDedup
 from trawler.records import PageRecord
 from trawler.simhash import block_keys
 
@@ -38,12 +38,18 @@ _EXACT = (
     "SELECT url, text_hash FROM pages WHERE job_id = %s AND text_hash = ANY(%s)"
     " AND duplicate_of IS NULL ORDER BY id"
 )
+# The probed originals within the candidate distance of the page that probed them,
+# the distance taken in SQL: pages of one template share blocks, and reading every
+# such original's sketch on each commit grew with the job (bench/RESULTS.md, issue 17).
 _NEAR = (
     "SELECT url, simhash, minhash FROM pages WHERE job_id = %s AND url IN ("
-    " SELECT url FROM dedup_blocks WHERE job_id = %s AND key = ANY(%s)) ORDER BY id"
+    " SELECT b.url FROM unnest(%s::bigint[], %s::bigint[]) AS q (key, fp)"
+    " JOIN dedup_blocks b ON b.job_id = %s AND b.key = q.key"
+    " WHERE bit_count((b.simhash # q.fp)::bit(64)) <= %s) ORDER BY id"
 )
 _ADD_BLOCK = (
-    "INSERT INTO dedup_blocks (job_id, key, url) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+    "INSERT INTO dedup_blocks (job_id, key, url, simhash) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT DO NOTHING"
 )
 
 
@@ -72,7 +78,7 @@ class SharedDedup:
         for page in checked:
             dedup.check(page)
         rows = [
-            (job_id, _bigint(key), page.url)
+            (job_id, _bigint(key), page.url, _bigint(int(page.simhash, 16)))  # type: ignore[arg-type]
             for page in checked if page.duplicate_of is None and page.minhash is not None
             for key in block_keys(int(page.simhash, 16), self.max_bits)  # type: ignore[arg-type]
         ]  # fmt: skip
@@ -88,9 +94,15 @@ class SharedDedup:
         rows: list[tuple[str, str | None, str | None, bytes | None]] = []
         await cur.execute(_EXACT, (job_id, hashes))
         rows += [(url, text_hash, None, None) for url, text_hash in await cur.fetchall()]
-        probes = {_bigint(key) for page in pages if page.minhash is not None
-                  for key in block_keys(int(page.simhash, 16), self.max_bits, 1)}  # type: ignore[arg-type]  # fmt: skip
+        probes = sorted({
+            (_bigint(key), _bigint(fingerprint))
+            for page in pages if page.minhash is not None
+            for fingerprint in (int(page.simhash, 16),)  # type: ignore[arg-type]
+            for key in block_keys(fingerprint, self.max_bits, 1)
+        })  # fmt: skip
         if probes:
-            await cur.execute(_NEAR, (job_id, job_id, sorted(probes)))
+            keys, fingerprints = [key for key, _ in probes], [fp for _, fp in probes]
+            bits = max(2 * self.max_bits + 1, CANDIDATE_BITS)  # ContentDedup's candidates
+            await cur.execute(_NEAR, (job_id, keys, fingerprints, job_id, bits))
             rows += [(url, None, simhash, sketch) for url, simhash, sketch in await cur.fetchall()]
         return rows

@@ -236,6 +236,7 @@ CREATE TABLE dedup_blocks (
     job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     key bigint NOT NULL,            -- simhash.block_keys: table and block value
     url text NOT NULL,              -- the original's pages row
+    simhash bigint NOT NULL,        -- its SimHash (signed): far ones are not read
     PRIMARY KEY (job_id, key, url)
 );
 CREATE INDEX pages_text_hash ON pages (job_id, text_hash) WHERE duplicate_of IS NULL;
