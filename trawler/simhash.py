@@ -393,6 +393,21 @@ class SimHashIndex:
         self._merged = end
 
 
+def block_keys(fingerprint: int, k: int, radius: int = 0) -> list[int]:
+    """``SimHashIndex(k)``'s table keys of ``fingerprint`` (one a table), and with
+    ``radius`` 1 those of the blocks one bit away too: what an index kept elsewhere
+    stores (radius 0) and probes (1) to find what ``candidates`` finds (store/pg_dedup.py)."""
+    blocks = _blocks(k + 1)
+    tag_shift = max(mask.bit_length() for _, mask in blocks)
+    keys = []
+    for table, (shift, mask) in enumerate(blocks):
+        own = (table << tag_shift) | ((fingerprint >> shift) & mask)
+        keys.append(own)
+        if radius:
+            keys += [own ^ (1 << bit) for bit in range(mask.bit_length())]
+    return keys
+
+
 def _blocks(count: int) -> list[tuple[int, int]]:
     """(shift, mask) of ``count`` contiguous blocks covering 64 bits, widths differing by <= 1."""
     blocks, shift = [], 0

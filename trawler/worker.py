@@ -74,9 +74,12 @@ class WorkerOptions:
 
 
 async def _frontier(
-    redis_url: str, job_id: str, health: ServiceHealth | None = None
-) -> RedisFrontier:
-    options = RedisFrontierOptions(job_id=job_id, auto_renew=False)
+    redis_url: str, job_id: str, health: ServiceHealth | None = None,
+    max_pages_per_host: int | None = None,
+) -> RedisFrontier:  # fmt: skip
+    options = RedisFrontierOptions(
+        job_id=job_id, auto_renew=False, max_pages_per_host=max_pages_per_host
+    )
     return await RedisFrontier.connect(redis_url, PolitenessPolicy(), options, health)
 
 
@@ -100,7 +103,8 @@ async def seed_job(
     # The job's row (and its scope) is committed only once its seeds are in
     # Redis: a submit that fails half-way leaves no job for workers to find.
     async with store.creating_job(config, "running", sorted(seeds.hosts)) as job_id:
-        frontier = await _frontier(redis_url, job_id)
+        # Seeds count against --max-pages-per-host, as in embedded mode.
+        frontier = await _frontier(redis_url, job_id, None, config.max_pages_per_host)
         try:
             scope = Scope.from_hosts(config.scope, seeds.hosts)
             links = LinkFilter(Normaliser(config.tracking_params), scope, TrapRules(),

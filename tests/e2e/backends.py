@@ -106,6 +106,7 @@ class DistributedCrawls:
     name: str = "distributed"
     crawls: int = 0
     workers: list[subprocess.Popen[str]] = field(default_factory=list)
+    worker_count: int = WORKERS  # workers a crawl starts
 
     def crawl(
         self, seeds: list[str], *options: str, allow_private: bool = True, timeout_s: float = 90
@@ -118,7 +119,7 @@ class DistributedCrawls:
         if out.returncode != 0:
             return Crawled(out.returncode, out.stderr, [], warc)
         job = out.stdout.strip().splitlines()[-1]
-        logs = [self.tmp / f"worker-{self.crawls}-{i}.log" for i in range(WORKERS)]
+        logs = [self.tmp / f"worker-{self.crawls}-{i}.log" for i in range(self.worker_count)]
         started = [self._start_worker(warc, log) for log in logs]
         returncode = _wait_bounded(started, timeout_s)
         stderr = out.stderr + "".join(log.read_text(errors="replace") for log in logs)
@@ -182,9 +183,3 @@ def writer_of(row: dict) -> str:
     """Which process stored ``row``: its WARC file's prefix (trawler-<worker id>, or
     trawler for `trawler crawl`), before the -<stamp>-<serial>-<token> WarcWriter adds."""
     return row["warc_file"].rsplit("-", 3)[0]
-
-
-def same_writer(*rows: dict) -> bool:
-    """Stored by one process: in distributed mode, duplicates are found only among
-    the pages one worker stores (README: a documented limit, closed by issue 17)."""
-    return len({writer_of(row) for row in rows}) == 1

@@ -7,7 +7,6 @@ import io
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.e2e.backends import CrawlBackend
@@ -92,13 +91,9 @@ def test_max_depth_limits_the_crawl(crawl_backend: CrawlBackend, testsite: Serve
     assert {r["depth"] for r in crawled.export()} == {0, 1}
 
 
-def test_max_pages_stops_the_crawl(
-    crawl_backend: CrawlBackend, testsite: Served, request: pytest.FixtureRequest
-) -> None:
+def test_max_pages_stops_the_crawl(crawl_backend: CrawlBackend, testsite: Served) -> None:
     """Slow enough (3 hosts, 1 s apart) that both workers are crawling before the
     budget is spent: it holds for the job, not for each worker."""
-    if crawl_backend.name == "distributed":  # a bug (undocumented), not fixed yet
-        request.applymarker(pytest.mark.xfail(reason="--max-pages counted per worker (12 of 7)"))
     crawled = crawl_site(crawl_backend, testsite, "--max-pages", "7", "--scope", "any",
                          "--delay", "1")  # fmt: skip
     assert len(crawled.export()) == 7

@@ -18,6 +18,8 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
     trawler:{job}:requeued      HASH  fp of URLs whose lease expired and went back to a queue
     trawler:{job}:held          ZSET  host -> hold expiry, for hosts this job holds
     trawler:{job}:queued        counter
+    trawler:{job}:pages         the job's pages stored, for --max-pages (redis_budget.py)
+    trawler:{job}:admitted      HASH  host -> URLs admitted, for --max-pages-per-host
     trawler:{job}:robots:<profile>:<origin>  HASH  a robots.txt fetch that failed (TTL)
     trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
     trawler:robots:<profile>:<origin>  HASH  a robots.txt answer, for every job whose
@@ -96,6 +98,9 @@ class RedisFrontierOptions:
     auto_renew: bool = True  # renew leases, refresh stats and clock in the background
     prefix: str = "trawler"
     seen_base_bits: int = SEEN_BASE_BITS  # tests only: buckets split from 2**bits up
+    # The job's budgets, over all its workers (redis_budget.py); None: no limit.
+    max_pages: int | None = None
+    max_pages_per_host: int | None = None
 
 
 class RedisFrontier:
@@ -190,20 +195,30 @@ class RedisFrontier:
             fresh += [r for r, known in zip(chunk, seen, strict=True) if not known]
         return fresh
 
-    async def commit(self, new_requests: list[CrawlRequest], done: list[CrawlRequest]) -> None:
-        """Schedule unseen new URLs, then acknowledge ``done``.
+    async def commit(
+        self,
+        new_requests: list[CrawlRequest],
+        done: list[CrawlRequest],
+        pages_stored: int | None = None,
+    ) -> None:
+        """Schedule unseen new URLs (within the per-host budget), then acknowledge ``done``.
 
         One script call per ``SCRIPT_CHUNK`` URLs; each is idempotent, so a call
         retried after an unknown outcome, or a whole commit retried after a
         failure half-way, schedules each URL once. ``done`` goes last: until
         then its URLs stay leased, and are fetched again if this worker dies.
+        ``pages_stored``: the job's pages as the store counted them in this
+        commit, for --max-pages (redis_budget.py); recorded before the leases end.
         """
+        head = [self.options.seen_base_bits, self.options.max_pages_per_host or 0]
         for chunk in chunks(new_requests):
-            if await self._run("COMMIT", [self.options.seen_base_bits, *commit_new_args(chunk)]):
+            if await self._run("COMMIT", [*head, *commit_new_args(chunk)]):
                 self._wake.set()
+        if pages_stored is not None and self.options.max_pages is not None:
+            await self._run("PAGES", [pages_stored])
         for chunk in chunks(done):
             args = commit_done_args(chunk, self._inflight)
-            await self._run("COMMIT", [self.options.seen_base_bits, *args])
+            await self._run("COMMIT", [*head, *args])
             for r in chunk:
                 self._inflight.pop(r.fp, None)
             self._wake.set()
@@ -217,7 +232,8 @@ class RedisFrontier:
                 await self._wait_wake(opts.max_wait_s)
                 continue
             args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args(),
-                                     int(self.revisits_continuous)]  # fmt: skip
+                                     int(self.revisits_continuous),
+                                     opts.max_pages or 0]  # fmt: skip
             try:
                 reply = await self._run("NEXT", args)
             except OutageAbandoned:

@@ -34,6 +34,7 @@ flight (workers x concurrency). A held host is its host HASH
 host whose worker died is freed when its hold expires.
 """
 
+from trawler.frontier.redis_budget import BUDGET_LIB, PAGES
 from trawler.frontier.redis_revisits import TAKE_LIB
 from trawler.frontier.redis_seen import SEEN, SEEN_LIB
 
@@ -184,18 +185,21 @@ end
 """
 
 # ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms,
-# revisits (1: the job's revisit lanes are read too)
+# revisits (1: the job's revisit lanes are read too), max_pages (0: none; redis_budget.py)
 # -> {0} done | {1, wait_ms} (-1: nothing ready)
 # | {2, payload, host, depth, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
     + TAKE_LIB
+    + BUDGET_LIB
     + """
 local job, worker = ARGV[3], ARGV[4]
 local lease_ms, busy_retry_ms = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now = now_ms()
 lease_clock(now, lease_ms)
 reclaim(now, tonumber(ARGV[7]))
+local spent = over_budget(tonumber(ARGV[11]))
+if spent then return spent end
 for _ = 1, 16 do
   local top = redis.call('ZRANGE', jp .. 'ready', 0, 0, 'WITHSCORES')
   if #top == 0 then
@@ -324,21 +328,25 @@ return 1
 """
 )
 
-# ARGV: jp, hp, job, seen base bits, n_new, n_done, then n_new x (fp8, host,
-# depth, payload), then n_done x (lease key, host, depth, payload). Re-running it
-# changes nothing more: the seen set admits a URL once, an acknowledgement
-# removes what is there.
+# ARGV: jp, hp, job, seen base bits, max URLs a host (0: none; redis_budget.py), n_new,
+# n_done, then n_new x (fp8, host, depth, payload), then n_done x (lease key, host,
+# depth, payload). Re-running it changes nothing more: the seen set admits a URL
+# once, an acknowledgement removes what is there.
 COMMIT = (
     PRELUDE
     + SEEN_LIB
+    + BUDGET_LIB
     + """
-local job, n_new, n_done = ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
+local job, n_new, n_done = ARGV[3], tonumber(ARGV[6]), tonumber(ARGV[7])
+local max_per_host = tonumber(ARGV[5])
 local s = seen_state(ARGV[4])
 local added, touched = 0, {}
 for i = 0, n_new - 1 do
-  local fp8, host = ARGV[7 + 4 * i], ARGV[8 + 4 * i]
-  if redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
-    push(host, ARGV[9 + 4 * i], ARGV[10 + 4 * i], false)
+  local fp8, host = ARGV[8 + 4 * i], ARGV[9 + 4 * i]
+  if host_has_room(host, max_per_host)
+      and redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
+    push(host, ARGV[10 + 4 * i], ARGV[11 + 4 * i], false)
+    host_admit(host, max_per_host)
     added = added + 1
     touched[host] = true
   end
@@ -348,7 +356,7 @@ if added > 0 then redis.call('INCRBY', jp .. 'queued', added) end
 for host in pairs(touched) do
   if not held_by_job(hp .. host, job) then schedule(host, host_next(host)) end
 end
-local base = 7 + 4 * n_new
+local base = 8 + 4 * n_new
 local requeued = n_done > 0 and redis.call('EXISTS', jp .. 'requeued') == 1
 for i = 0, n_done - 1 do
   local fp, host = ARGV[base + 4 * i], ARGV[base + 1 + 4 * i]
@@ -401,4 +409,5 @@ SCRIPTS = {
     "COMMIT": COMMIT,
     "RENEW": RENEW,
     "SEEN": SEEN,
+    "PAGES": PAGES,
 }

@@ -156,8 +156,9 @@ class CommitBatch:
         return counters
 
 
-def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> None:
-    """Step one of every backend's commit: mark content duplicates (in fetch order),
+def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup | None) -> None:
+    """Step one of every backend's commit: mark content duplicates (in fetch order;
+    None: the store marks them, as the distributed one does: store/pg_dedup.py),
     write the WARC records and fsync them; sets each page's WARC place.
 
     A record that cannot be built costs its page (``UrlOutcome.store_failed``):
@@ -172,7 +173,8 @@ def archive_batch(batch: CommitBatch, warc: WarcWriter, dedup: ContentDedup) -> 
             continue
         try:
             location = warc.write(result)
-            dedup.check(page)  # after: a page that failed is nobody's original
+            if dedup is not None:  # after: a page that failed is nobody's original
+                dedup.check(page)
         except ENVIRONMENT_ERRORS:
             raise
         except Exception as exc:  # noqa: BLE001 - this page's data, not the disk

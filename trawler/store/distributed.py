@@ -6,9 +6,13 @@ not by a distributed transaction (docs/architecture.md):
 1. the batch's WARC records are written to this worker's own file and fsynced;
 2. the page rows, counters and attempts go to PostgreSQL in one transaction
    (``ON CONFLICT (job_id, url) DO NOTHING``: a page is stored at most once),
-   a page whose rows are rejected kept as a ``store_error`` row;
+   a page whose rows are rejected kept as a ``store_error`` row; the batch's
+   ``CommitKey``, made before its first try, is recorded in the same transaction,
+   so a retry after an unknown outcome applies nothing twice;
 3. one Redis script adds the discovered URLs to the seen set and the host
-   queues, and acknowledges the leases of the batch's URLs.
+   queues (within --max-pages-per-host), the job's pages stored as 2 counted
+   them are recorded (--max-pages), and the leases of the batch's URLs are
+   acknowledged (frontier/redis_budget.py: budgets exact over all workers).
 
 A continuous job's or a revisit pass's revisits (dist_revisits.py) ride the same
 three steps: their WARC records in 1, their visits, versions and state in 2's
@@ -30,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trawler import __version__
 from trawler.config import CrawlConfig
-from trawler.dedup import ContentDedup
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.outage import OutageAbandoned, ServiceHealth, ServiceUnavailable
 from trawler.politeness import PolitenessPolicy
@@ -43,7 +47,8 @@ from trawler.recrawl import RevisitWindow
 from trawler.store import pg_passes
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.dist_revisits import DistributedRevisits
-from trawler.store.postgres import PostgresStore
+from trawler.store.pg_dedup import SharedDedup
+from trawler.store.postgres import CommitKey, PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
 
@@ -69,11 +74,13 @@ class DistributedBackend:
         self.job_id = job_id
         self.warc_dir = warc_dir
         self.worker_id = worker_id
+        # This backend's commits, one at a time: their ids in applied_commits.
+        self.writer = f"{worker_id}-{uuid.uuid4().hex[:8]}"
         self.frontier: RedisFrontier | None = None
         self.warc: WarcWriter | None = None
-        # Near-duplicates are found among the pages this worker stores (a shared
-        # SimHash index across workers is future work; see docs/scaling.md).
-        self.dedup = ContentDedup()
+        # Duplicates are marked in the commit's transaction against every worker's
+        # pages (store/pg_dedup.py), not by this worker's WARC thread.
+        self.dedup = SharedDedup()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="trawler-warc")
         self._closed = False
         self.revisits: DistributedRevisits | None = None  # open_revisits: continuous or a pass
@@ -83,14 +90,15 @@ class DistributedBackend:
     async def open(self, config: CrawlConfig) -> RedisFrontier:
         policy = PolitenessPolicy.from_config(config)
         options = RedisFrontierOptions(
-            job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s
-        )
+            job_id=self.job_id, worker_id=self.worker_id, lease_timeout_s=self.lease_timeout_s,
+            max_pages=config.max_pages, max_pages_per_host=config.max_pages_per_host,
+        )  # fmt: skip
         self.frontier = await RedisFrontier.connect(
             self.redis_url, policy, options, self.redis_health
         )
         self.frontier.gate = self.store.health  # no new URLs while the store is down
         self.warc_dir.mkdir(parents=True, exist_ok=True)
-        self.dedup = ContentDedup(config.near_duplicate_bits)
+        self.dedup = SharedDedup(config.near_duplicate_bits)
         self._warc_max_bytes = config.warc_max_bytes
         self.warc = WarcWriter(
             self.warc_dir, prefix=f"trawler-{self.worker_id}",
@@ -108,11 +116,13 @@ class DistributedBackend:
             also = pg_passes.validator_writes(self.job_id, batch.outcomes)
         else:
             also = revisits.rows_of(batch.outcomes, batch.revisits)
+        commit = CommitKey.new(self.writer)  # before the first try: its retries share it
         try:
-            await self.store.store_outcomes(
-                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records, also
-            )
-            await self.frontier.commit(batch.all_new_requests(), done)
+            pages_stored = await self.store.store_outcomes(
+                self.job_id, batch.outcomes, batch.outcome_counters(), batch.robots_records,
+                also, commit, self.dedup,
+            )  # fmt: skip
+            await self.frontier.commit(batch.all_new_requests(), done, pages_stored)
             if batch.revisits:  # their rows are committed: end their leases last
                 await self.frontier.revisits.done([r.request for r in batch.revisits])
         except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
@@ -122,7 +132,7 @@ class DistributedBackend:
 
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
-        archive_batch(batch, self.warc, self.dedup)
+        archive_batch(batch, self.warc, None)  # duplicates: in store_outcomes
         if batch.revisits:
             assert self.revisits is not None
             self.revisits.archive(batch.revisits)
@@ -140,7 +150,9 @@ class DistributedBackend:
         await self.revisits.feed(frontier)
 
     async def host_url_counts(self) -> dict[str, int]:
-        return {}  # --max-pages-per-host is per worker in distributed mode
+        # None to start from: --max-pages-per-host is kept for the job in Redis
+        # (redis_budget.py); the engine's own count only refuses sooner.
+        return {}
 
     async def scope_hosts(self) -> list[str]:
         return await self.store.scope_hosts(self.job_id)

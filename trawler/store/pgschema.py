@@ -252,6 +252,34 @@ ALTER TABLE pages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
 CREATE INDEX pages_search ON pages USING gin (search_vector);
 """
 
+# Idempotent commits (issue 17, store/postgres.py ``store_batch``): each writer (one
+# worker's backend of a job) records its last commit's id in the commit's own
+# transaction, and a commit whose id is there already was applied: a retry after an
+# unknown outcome (the connection lost during COMMIT) writes nothing again. A writer
+# commits one batch at a time, so only its last id can be retried: one row a writer.
+APPLIED_COMMITS = """
+CREATE TABLE applied_commits (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    writer text NOT NULL,
+    commit_id text NOT NULL,
+    PRIMARY KEY (job_id, writer)
+);
+"""
+
+# Duplicates across workers (issue 17, store/pg_dedup.py): each sketched original's
+# SimHash blocks, one row a table of SimHashIndex (k+1), to find its near-copies from
+# any worker; exact copies by the stored originals' text hash.
+SHARED_DEDUP = """
+CREATE TABLE dedup_blocks (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    key bigint NOT NULL,            -- simhash.block_keys: table and block value
+    url text NOT NULL,              -- the original's pages row
+    simhash bigint NOT NULL,        -- its SimHash (signed): far ones are not read
+    PRIMARY KEY (job_id, key, url)
+);
+CREATE INDEX pages_text_hash ON pages (job_id, text_hash) WHERE duplicate_of IS NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -344,6 +372,10 @@ MIGRATIONS: tuple[str, ...] = (
     VALIDATORS,
     # Full-text search: see SEARCH.
     SEARCH,
+    # Each writer's last commit id: see APPLIED_COMMITS.
+    APPLIED_COMMITS,
+    # The shared duplicate index: see SHARED_DEDUP.
+    SHARED_DEDUP,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,9 +9,10 @@ The schema is created and migrated on connect (pgschema.py: the migrations,
 applied once however many workers start together).
 
 With a ``ServiceHealth`` (workers), every call is retried through an outage
-of any length (outage.py). A batch retried after an unknown outcome (the
-connection dropped during COMMIT) stores no page twice; its counters and
-attempt rows may be added twice.
+of any length (outage.py). A batch given a ``CommitKey`` is applied once: retried
+after an unknown outcome (the connection dropped during COMMIT), it finds its id
+recorded and writes nothing again (pgschema.APPLIED_COMMITS); without one, it
+stores no page twice but its counters and attempt rows may be added twice.
 
 Batches go in with ``executemany``: psycopg 3 pipelines it, so a commit batch
 costs one round trip. Measured on loopback with 6 KB of text per page, 2,000
@@ -43,6 +44,7 @@ from trawler.store.kinds import (
     amerge_rows,
     robots_export_row,
 )
+from trawler.store.pg_dedup import SharedDedup
 from trawler.store.pgschema import migrate
 from trawler.store.pgstats import read_stats
 from trawler.store.sqlite import PAGE_COLUMNS
@@ -81,6 +83,13 @@ _ADD_COUNTER = (
     "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
     " ON CONFLICT (job_id, name) DO UPDATE SET value = counters.value + excluded.value"
 )
+# 1 row when the id is new, 0 when this writer's last commit was this one (applied).
+_CLAIM_COMMIT = (
+    "INSERT INTO applied_commits (job_id, writer, commit_id) VALUES (%s, %s, %s)"
+    " ON CONFLICT (job_id, writer) DO UPDATE SET commit_id = excluded.commit_id"
+    " WHERE applied_commits.commit_id <> excluded.commit_id"
+)
+_PAGE_TOTAL = "SELECT pages FROM page_totals WHERE job_id = %s"
 _ADD_SCOPE_HOST = "INSERT INTO job_scope_hosts VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _INSERT_ATTEMPT = (
     "INSERT INTO fetch_attempts (job_id, url, attempt, started_at, duration_s, status, error,"
@@ -90,6 +99,19 @@ _INSERT_ATTEMPT = (
 
 class PostgresUnavailable(ConnectionError):
     """PostgreSQL cannot be used; the message says why (refused, no such database, …)."""
+
+
+@dataclass(slots=True, frozen=True)
+class CommitKey:
+    """One commit's identity, made before its first try: ``writer`` commits one batch
+    at a time (a worker's backend of a job), ``commit_id`` is new for each batch."""
+
+    writer: str
+    commit_id: str
+
+    @classmethod
+    def new(cls, writer: str) -> CommitKey:
+        return cls(writer, uuid.uuid4().hex)
 
 
 @dataclass(slots=True)
@@ -295,15 +317,20 @@ class PostgresStore:
         attempts: Iterable[tuple] = (),
         robots: Iterable[RobotsRecord] = (),
         also: AlsoWrite | None = None,
-    ) -> None:
+        commit: CommitKey | None = None,
+        dedup: SharedDedup | None = None,
+    ) -> int:
         """One commit batch in one transaction: pages, counter deltas, fetch attempts,
         robots.txt downloads, and what ``also`` writes last (revisits: dist_revisits.py).
+        Returns the job's pages stored after it (with ``commit``; else 0). ``dedup``
+        marks the pages' duplicates against the job's stored pages first (pg_dedup.py).
 
         ``attempts`` rows are (url, attempt, started_at, duration_s, status,
-        error, decision), as in ``CommitBatch.attempts``. Counters are not
-        idempotent: a batch retried after an unknown outcome may count twice.
+        error, decision), as in ``CommitBatch.attempts``. With ``commit`` the batch
+        is applied once however often it is retried; without, a batch retried after
+        an unknown outcome may count its counters and attempts twice.
         """
-        page_rows = [_page_row(job_id, page) for page in pages]
+        pages = list(pages)
         # Every worker's batch upserts the same counter rows: in key order, or two
         # transactions can each hold a row the other waits for, and PostgreSQL kills
         # one (a deadlock). Pages need no order: each URL is leased to one worker.
@@ -311,17 +338,22 @@ class PostgresStore:
         attempt_rows = [(job_id, *(_clean(value) for value in row)) for row in attempts]
         robots_rows = [_robots_row(job_id, record) for record in robots]
 
-        async def write() -> None:
+        async def write() -> int:
             async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
-                                  (_INSERT_ATTEMPT, attempt_rows),
-                                  (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
-                    if rows:
-                        await cur.executemany(sql, rows)
-                if also is not None:
-                    await also(cur)
+                if await _claimed(cur, job_id, commit):
+                    if dedup is not None:
+                        await dedup.mark(cur, job_id, pages)
+                    page_rows = [_page_row(job_id, page) for page in pages]
+                    for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
+                                      (_INSERT_ATTEMPT, attempt_rows),
+                                      (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
+                        if rows:
+                            await cur.executemany(sql, rows)
+                    if also is not None:
+                        await also(cur)
+                return await _page_total(cur, job_id, commit)
 
-        await self._call(write)
+        return await self._call(write)
 
     async def store_outcomes(
         self,
@@ -330,21 +362,28 @@ class PostgresStore:
         counters: dict[str, int],
         robots: Sequence[RobotsRecord] = (),
         also: AlsoWrite | None = None,
-    ) -> None:
-        """A commit batch of URL outcomes in one transaction (``store_batch``). When a
-        row is rejected, each outcome's rows go in again under a savepoint of their
-        own, and one that is rejected is kept as a bare ``store_error`` page; a
-        robots.txt row that is rejected is left out (logged)."""
+        commit: CommitKey | None = None,
+        dedup: SharedDedup | None = None,
+    ) -> int:
+        """A commit batch of URL outcomes in one transaction (``store_batch``, and its
+        answer). When a row is rejected, each outcome's rows go in again under a
+        savepoint of their own, and one that is rejected is kept as a bare
+        ``store_error`` page; a robots.txt row that is rejected is left out (logged)."""
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
         try:
-            await self.store_batch(job_id, pages, counters, attempts, robots, also)
-            return
+            return await self.store_batch(
+                job_id, pages, counters, attempts, robots, also, commit, dedup
+            )
         except ROW_REJECTED:
             pass
 
-        async def one_by_one() -> None:
+        async def one_by_one() -> int:
             async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                if not await _claimed(cur, job_id, commit):
+                    return await _page_total(cur, job_id, commit)
+                if dedup is not None:
+                    await dedup.mark(cur, job_id, pages)
                 for outcome in outcomes:
                     try:
                         async with conn.transaction():
@@ -368,8 +407,9 @@ class PostgresStore:
                     await cur.executemany(_ADD_COUNTER, rows)
                 if also is not None:
                     await also(cur)
+                return await _page_total(cur, job_id, commit)
 
-        await self._call(one_by_one)
+        return await self._call(one_by_one)
 
     # -- read side ------------------------------------------------------------
     async def iter_pages(
@@ -414,6 +454,22 @@ class PostgresStore:
                 return await read_stats(conn, job_id)
 
         return await self._call(read)
+
+
+async def _claimed(cur: psycopg.AsyncCursor, job_id: str, commit: CommitKey | None) -> bool:
+    """Record the commit's id in its transaction; False when it was applied already."""
+    if commit is None:
+        return True
+    await cur.execute(_CLAIM_COMMIT, (job_id, commit.writer, commit.commit_id))
+    return cur.rowcount == 1
+
+
+async def _page_total(cur: psycopg.AsyncCursor, job_id: str, commit: CommitKey | None) -> int:
+    """The job's pages stored, as the transaction sees them (the frontier's budget)."""
+    if commit is None:
+        return 0
+    row = await (await cur.execute(_PAGE_TOTAL, (job_id,))).fetchone()
+    return int(row[0]) if row else 0
 
 
 async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutcome) -> None:
