@@ -34,7 +34,7 @@ from trawler.cli_common import (
 from trawler.cli_dist import register as register_distributed
 from trawler.cli_jobs import register as register_jobs
 from trawler.cli_read import register as register_read
-from trawler.cli_recrawl import recrawl_summary, revisit_window
+from trawler.cli_recrawl import RevisitPolicy, recrawl_summary, revisit_window
 from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.cli_services import register as register_services
@@ -56,11 +56,6 @@ class Scope(StrEnum):
     host = "host"
     domain = "domain"
     any = "any"
-
-
-class RevisitPolicy(StrEnum):  # revisit_policy.POLICIES
-    optimal = "optimal"
-    proportional = "proportional"
 
 
 class Render(StrEnum):

@@ -8,8 +8,9 @@ import json
 import signal
 import sqlite3
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,6 +34,11 @@ RevisitMinOpt = Annotated[
 RevisitMaxOpt = Annotated[float, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")]  # fmt: skip
 
 
+class RevisitPolicy(StrEnum):  # revisit_policy.POLICIES
+    optimal = "optimal"
+    proportional = "proportional"
+
+
 def register(app: typer.Typer) -> None:
     app.command()(recrawl)
     app.command()(versions)
@@ -46,12 +52,30 @@ def revisit_window(revisit_min: float, revisit_max: float) -> RevisitWindow:
         fail(str(exc))
 
 
+def job_window(
+    config: Any, min_s: float | None, max_s: float | None, policy: str | None
+) -> RevisitWindow:
+    """The options given, the job's own settings for the rest (a job crawled with
+    --recrawl --revisit-max 600 is recrawled within that), or a one-line error (exit 2)."""
+    try:
+        return RevisitWindow(
+            config.revisit_min_s if min_s is None else min_s,
+            config.revisit_max_s if max_s is None else max_s,
+            str(config.revisit_policy if policy is None else policy),
+        )
+    except ValueError as exc:
+        fail(
+            f"{exc} (the job's own: --revisit-min {config.revisit_min_s:g}, --revisit-max {config.revisit_max_s:g})"
+        )
+
+
 def recrawl(
     data: DataOpt = DEFAULT_DATA,
     job: Annotated[str | None, typer.Option("--job", help="The job whose pages to revisit [the newest job in DATA].")] = None,
     continuous: Annotated[bool, typer.Option("--continuous", help="Keep running: revisit each page when its interval has passed.")] = False,
-    revisit_min: RevisitMinOpt = DEFAULT_REVISIT_MIN_S,
-    revisit_max: RevisitMaxOpt = DEFAULT_REVISIT_MAX_S,
+    revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [the job's: 3600 unless it was crawled with another].")] = None,
+    revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [the job's: 30 days unless it was crawled with another].")] = None,
+    revisit_policy: Annotated[RevisitPolicy | None, typer.Option("--revisit-policy", help="optimal or proportional intervals (see `trawler crawl --help`) [the job's: optimal unless it was crawled with another].")] = None,
     max_seconds: Annotated[float | None, typer.Option("--max-seconds", help="Stop after this many seconds.")] = None,
     delay: Annotated[float | None, typer.Option(help="Seconds between two requests to one host [the job's --delay].")] = None,
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="A distributed job: start a pass that the workers carry out (with --redis).")] = None,
@@ -60,10 +84,14 @@ def recrawl(
     """Revisit the job's stored pages with conditional GET: one pass over every page
     now, or with --continuous each page when due. Changed pages become new versions.
     With --postgres and --redis: a distributed job's pass, run by `trawler worker`s."""
-    window = revisit_window(revisit_min, revisit_max)
+    window = revisit_window(  # the options given checked now, before any data is opened
+        DEFAULT_REVISIT_MIN_S if revisit_min is None else revisit_min,
+        DEFAULT_REVISIT_MAX_S if revisit_max is None else revisit_max,
+    )
     if postgres is not None or redis is not None:
         local = {"--continuous": continuous, "--max-seconds": max_seconds is not None,
-                 "--delay": delay is not None}  # fmt: skip
+                 "--delay": delay is not None,
+                 "--revisit-policy": revisit_policy is not None}  # fmt: skip
         _pg_recrawl(postgres, redis, job, window, [name for name, given in local.items() if given])
         return
     if max_seconds is not None and not max_seconds > 0:
@@ -80,6 +108,7 @@ def recrawl(
     config = cj.run(jobs.config(job_id))
     if delay is not None:
         config.delay_s = delay
+    window = job_window(config, revisit_min, revisit_max, revisit_policy)
     totals = run_recrawl(job_dir(data, job_id), config, window, continuous, max_seconds)
     typer.echo(f"job {job_id}: {recrawl_summary(totals)}", err=True)
 
@@ -89,6 +118,7 @@ _DISTRIBUTED_INSTEAD = {
     "--continuous": "`trawler submit --recrawl` makes a distributed job continuous",
     "--max-seconds": "a distributed pass runs until each page is revisited (cancel it to stop)",
     "--delay": "the workers keep the job's own --delay",
+    "--revisit-policy": "the workers schedule a distributed job's revisits proportionally",
 }
 
 

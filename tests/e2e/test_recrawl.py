@@ -267,6 +267,7 @@ def test_crawl_then_recrawl_continuously(tmp_path: Path) -> None:
         ("recrawl", "--revisit-min", "10", "--revisit-max", "5"),
         ("recrawl", "--revisit-max", "inf"),
         ("recrawl", "--max-seconds", "-1"),
+        ("recrawl", "--revisit-policy", "eager"),
         ("versions", "--versions", "some"),
         ("export", "--versions", "newest"),
         ("crawl", "http://127.0.0.1:9/", "--recrawl", "--revisit-min", "-5"),

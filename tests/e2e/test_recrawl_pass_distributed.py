@@ -205,6 +205,7 @@ def test_refusals(idle: Deployment) -> None:
         (redis, "--redis needs --postgres"),
         ([*pg, *redis, "--continuous"], "--continuous"),
         ([*pg, *redis, "--delay", "1"], "--delay"),
+        ([*pg, *redis, "--revisit-policy", "optimal"], "--revisit-policy"),
         ([*pg, *redis, "--revisit-min", "10", "--revisit-max", "5"], "revisit"),
     ]:
         out = run_trawler("recrawl", *options, "--job", empty)
