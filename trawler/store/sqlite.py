@@ -196,6 +196,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         return conn
     data_dir.mkdir(parents=True, exist_ok=True)
+    fresh = not path.exists()
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
     _check_ours(conn, path, readonly=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -212,6 +213,8 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     conn.commit()
+    if fresh:  # the schema's ~210 kB of WAL frames into the file: the WAL starts empty
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return conn
 
 
