@@ -81,3 +81,22 @@ def test_the_schema_appears_at_once(tmp_path: Path) -> None:
         connect(tmp_path / "job").close()
     assert seen, "no CREATE TABLE traced"
     assert all(tables in (set(), {"jobs", "urls", "pages"}) for tables in seen), seen
+
+
+async def test_a_job_list_counts_a_database_being_created_as_nothing_stored(
+    tmp_path: Path,
+) -> None:
+    """`GET /api/v1/jobs` right after `POST /api/v1/jobs` read the new job's numbers
+    from a file without tables yet, and answered 503 (the dashboard's test, under load)."""
+    from trawler.api.datadir import DataDirJobs
+    from trawler.config import CrawlConfig
+    from trawler.jobs.embedded import EmbeddedJobStore
+
+    data = tmp_path / "data"
+    store = EmbeddedJobStore(data)
+    job_id = await store.create(CrawlConfig())
+    store.job_dir(job_id).parent.mkdir(parents=True, exist_ok=True)
+    _file_without_tables(store.job_dir(job_id))
+    jobs, total = await DataDirJobs(data).list_jobs(None, 0, 10)
+    assert total == 1 and jobs[0].id == job_id and jobs[0].pages_crawled == 0
+    assert (await DataDirJobs(data).get_job(job_id)).urls_queued == 0

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from trawler.api.deps import JobControlUnavailable, StoreUnavailable
+from trawler.api.deps import JobControlUnavailable, NoCrawlData, StoreUnavailable
 from trawler.api.sqlitereader import SqliteJobReader
 from trawler.config import CrawlConfig
 from trawler.jobs.embedded import EmbeddedJobStore
@@ -65,13 +65,19 @@ class DataDirJobs:
         """The one job of an older data directory (``DATA/trawler.db``)."""
         if not (self.data / DB_NAME).exists():
             return None  # no crawl yet: no job, and nothing wrong
-        return _read_job(self.data)
+        try:
+            return _read_job(self.data)
+        except NoCrawlData:  # the crawl is creating its tables
+            return None
 
     def _with_pace(self, info: JobInfo) -> JobInfo:
         """The job's numbers from its own database (none before it has one)."""
         path = self.store.job_dir(info.id)
         if (path / DB_NAME).exists():
-            counts = _counts(path)
+            try:
+                counts = _counts(path)
+            except NoCrawlData:  # its file made a moment ago, its tables not yet
+                return info
             info.pages_crawled, info.urls_queued = (
                 int(counts["pages_crawled"]),
                 int(counts["urls_queued"]),
@@ -156,6 +162,8 @@ def _reading(path: Path, read: Callable[[sqlite3.Connection], T]) -> T:
     """``read`` over the job database in ``path``, read-only; a failing one is a 503."""
     try:
         conn = connect(path, readonly=True)
+    except FileNotFoundError as exc:  # no file, or one whose crawl is creating its tables
+        raise NoCrawlData(str(exc)) from None
     except (NotTrawlerData, sqlite3.Error, OSError) as exc:
         raise StoreUnavailable(str(exc)) from None
     try:
