@@ -35,6 +35,23 @@ def submit(
     return out.stdout.strip().splitlines()[-1]
 
 
+def forget_shared_robots(redis_url: str, served: Served) -> None:
+    """robots.txt answers are shared by every job through Redis, by origin
+    (frontier/redis_robots.py): the answer of an earlier test's site on the same
+    port (the OS reuses them) would be read instead of this site's being fetched."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for seed in served.seeds:
+            origin = seed.split("/")[2]
+            keys = list(client.scan_iter(match=f"trawler:robots:*{origin}*", count=1000))
+            if keys:
+                client.delete(*keys)
+    finally:
+        client.close()
+
+
 def start_worker(tmp: Path, redis: str, postgres: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*TRAWLER, "worker", "--redis", redis, "--postgres", postgres, "--warc-dir",
@@ -82,6 +99,7 @@ def test_three_workers_share_one_crawl_politely(
     tmp_path: Path, redis_url: str, fresh_postgres_url: str
 ) -> None:
     served = start_testsite(tmp_path, hosts=4, pages=30)  # ~11 s: all three workers join
+    forget_shared_robots(redis_url, served)
     try:
         job = submit(served, redis_url, fresh_postgres_url, "--delay", "0.3")
         workers = [start_worker(tmp_path, redis_url, fresh_postgres_url) for _ in range(3)]
@@ -161,6 +179,7 @@ def test_worker_killed_right_after_a_request_keeps_the_host_interval(
 
     delay_s = 3.0
     served = start_testsite(tmp_path, hosts=2, pages=8)
+    forget_shared_robots(redis_url, served)
     seen = 0
     try:
         submit(served, redis_url, fresh_postgres_url, "--delay", str(delay_s))
