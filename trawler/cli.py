@@ -249,15 +249,18 @@ async def _run(
     from trawler.jobs.controls import follow_controls
     from trawler.jobs.embedded_controls import EmbeddedControlStore
     from trawler.jobs.follow import Controls, follow_job
+    from trawler.slowstop import watch_stop
 
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     received: list[int] = []
+    watching: list[asyncio.Task[None]] = []
 
     def on_signal(sig: int) -> None:
         received.append(sig)
         if len(received) == 1:
             crawler.stop()
+            watching.append(watch_stop())
         elif main_task is not None:
             main_task.cancel()
 
@@ -277,6 +280,8 @@ async def _run(
     finally:
         following.cancel()
         obeying.cancel()
+        for task in watching:
+            task.cancel()
     return complete, received[0] if received else None
 
 

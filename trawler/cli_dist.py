@@ -129,17 +129,34 @@ def _worker_line(status: Any) -> str:
 
 
 async def _run_worker(worker: Any) -> int | None:
-    """Run the worker; returns the number of the signal that stopped it, if one did."""
+    """Run the worker; returns the number of the signal that stopped it, if one did.
+    A second signal cuts the stop short (what is not committed is fetched again, as
+    after kill -9); a stop still running after 15 s says what it waits for."""
+    from trawler.slowstop import watch_stop
+
     loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
     received: list[int] = []
+    watching: list[asyncio.Task[None]] = []
 
     def on_signal(sig: int) -> None:
         received.append(sig)
-        worker.stop()
+        if len(received) == 1:
+            worker.stop()
+            watching.append(watch_stop())
+        elif main_task is not None:
+            main_task.cancel()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
-    await worker.run()
+    try:
+        await worker.run()
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    finally:
+        for task in watching:
+            task.cancel()
     return received[0] if received else None
 
 

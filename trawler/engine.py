@@ -169,6 +169,10 @@ class Crawler:
         try:
             await self._dispatch()
             await self._drain()
+        except asyncio.CancelledError:  # a second signal: requests in flight are cut
+            self._stopping = True
+            await self._cut(self._tasks)
+            raise
         finally:
             self._stopping = True
             if self.revisits is not None:
@@ -288,7 +292,14 @@ class Crawler:
         _done, pending = await asyncio.wait(
             set(self._tasks), timeout=SHUTDOWN_GRACE_S if self._stopping else None
         )
-        for task in pending:  # their URLs stay queued: fetched again on resume
+        await self._cut(pending)
+
+    @staticmethod
+    async def _cut(tasks: set[asyncio.Task[None]]) -> None:
+        """Cancel requests still in flight; their URLs stay queued (fetched again on
+        resume). The commit loop ends only once no task is left."""
+        pending = set(tasks)
+        for task in pending:
             task.cancel()
         if pending:
             await asyncio.wait(pending)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.e2e.cli_checks import wait_until
 from tests.e2e.conftest import export_rows, start_testsite
+from tests.e2e.scripted import Scripted, page, start_scripted
 from tests.e2e.test_crash import start_crawl
 
 TRAWLER = [sys.executable, "-m", "trawler"]
@@ -69,3 +70,66 @@ def test_worker_exits_0_when_idle_by_option(tmp_path: Path, redis_url: str,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert os.path.isdir(tmp_path / "warc")
+
+
+SLOW_SITE = {"0": {"/robots.txt": page("User-agent: *\nAllow: /\n"),
+                   "/": page('<a href="/slow">slow</a>'),
+                   "/slow": {**page("late"), "delay_s": 20}}}  # fmt: skip
+
+
+def _second_signal_cuts_the_stop_short(process: subprocess.Popen[str], site: Scripted) -> float:
+    """SIGTERM while /slow is in flight (the stop waits for it, up to 5 s), SIGTERM
+    again: returns how long the process took to exit after the second one."""
+    wait_until(lambda: "/" in site.paths(), 30, "the home page")
+    time.sleep(1.5)  # /slow asked at once (--delay 0), answered in 20 s
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    second = time.monotonic()
+    process.communicate(timeout=30)
+    return time.monotonic() - second
+
+
+def _kill(site: Scripted) -> None:
+    """The server would wait out /slow's 20 s before it exits."""
+    site.process.kill()
+    site.process.wait(10)
+
+
+def test_a_second_signal_cuts_a_crawls_stop_short(tmp_path: Path) -> None:
+    site = start_scripted(tmp_path, SLOW_SITE)
+    try:
+        crawler = subprocess.Popen(
+            [*TRAWLER, "crawl", site.bases[0] + "/", "--data", str(tmp_path / "data"),
+             "--allow-private", "--no-sitemaps", "--delay", "0", "-q"],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        took_s = _second_signal_cuts_the_stop_short(crawler, site)
+    finally:
+        _kill(site)
+    assert crawler.returncode == 143
+    assert took_s < 3.0  # not the 5 s grace of requests in flight
+
+
+def test_a_second_signal_cuts_a_workers_stop_short(
+    tmp_path: Path, redis_url: str, fresh_postgres_url: str
+) -> None:
+    site = start_scripted(tmp_path, SLOW_SITE)
+    try:
+        submitted = subprocess.run(
+            [*TRAWLER, "submit", site.bases[0] + "/", "--redis", redis_url,
+             "--postgres", fresh_postgres_url, "--allow-private", "--no-sitemaps",
+             "--delay", "0"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert submitted.returncode == 0, submitted.stderr
+        worker = subprocess.Popen(
+            [*TRAWLER, "worker", "--redis", redis_url, "--postgres", fresh_postgres_url,
+             "--warc-dir", str(tmp_path / "warc"), "-q"],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        took_s = _second_signal_cuts_the_stop_short(worker, site)
+    finally:
+        _kill(site)
+    assert worker.returncode == 143
+    assert took_s < 3.0
