@@ -133,6 +133,7 @@ def up(root: Path, redis_port: int | None, postgres_port: int | None) -> list[st
     done = []
     with locked(root):
         stack = load(root)
+        _check_password_kept(root)
         for state, asked in ((stack.redis, redis_port), (stack.postgres, postgres_port)):
             if state.running:
                 moved = asked not in (None, state.port)
@@ -146,6 +147,17 @@ def up(root: Path, redis_port: int | None, postgres_port: int | None) -> list[st
             save(root, stack)  # at once: a failing second server leaves the first known
             done.append(f"{state.name}: started on {ls.LOOPBACK}:{state.port} (pid {state.pid})")
     return done
+
+
+def _check_password_kept(root: Path) -> None:
+    """A cluster made by an earlier `up` accepts only the password of its state file:
+    with that file gone, a new password would be refused after a long wait."""
+    cluster_made = (root / "postgres" / "PG_VERSION").exists()
+    if cluster_made and not (root / STATE_NAME).exists():
+        raise ServicesError(
+            f"{root / STATE_NAME} is gone but {root / 'postgres'} was made with the password"
+            f" it held; put the file back, or remove {root / 'postgres'} (its data is lost)"
+        )
 
 
 def _pick_port(state: ServiceState, asked: int | None) -> int:

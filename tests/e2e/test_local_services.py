@@ -158,3 +158,22 @@ def test_bad_options_and_a_taken_port(services_dir: Path, tmp_path: Path) -> Non
     (services_dir / "services.json").write_text("[]")  # not ours, or damaged
     line = assert_one_line_error(services("status", "--dir", str(services_dir), ok=False), 1)
     assert line.endswith("services.json is not a trawler services state file")
+
+
+def test_a_lost_state_file_with_a_cluster_left_is_a_clear_error(services_dir: Path) -> None:
+    """services.json holds the password the PostgreSQL cluster was made with; without
+    it a new password would be refused by that cluster. `up` says so and starts
+    nothing; the kept password, put back, works again."""
+    root = str(services_dir)
+    services("up", "--dir", root)
+    services("down", "--dir", root)
+    state = services_dir / "services.json"
+    saved = state.read_text()
+    state.unlink()
+    line = assert_one_line_error(services("up", "--dir", root, ok=False), 1)
+    assert "services.json" in line and "password" in line, line
+    assert [s["state"] for s in status(services_dir).values()] == ["stopped", "stopped"]
+    state.write_text(saved)
+    again = services("up", "--dir", root)
+    assert [s["state"] for s in status(services_dir).values()] == ["running", "running"]
+    assert again.stderr.startswith("redis: started on 127.0.0.1:")
