@@ -100,7 +100,7 @@ def serve(
     bound = sock.getsockname()
     where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     listening = f"listening on http://{where}:{bound[1]} (data: {data})"
-    app = _app(jobs, ApiSettings(token.strip(), allow_private), listening)
+    app = _app(jobs, ApiSettings(token.strip(), allow_private, renders_here=True), listening)
     ApiServer(uvicorn_config(app, lifespan="on"), app).run(sockets=[sock])
 
 

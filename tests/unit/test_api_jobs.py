@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.exceptions import RequestValidationError
 
@@ -66,3 +68,34 @@ def test_completion_is_estimated_from_the_pace_and_the_page_budget() -> None:
     assert estimated_completion(budget, now=1000.0) == 1002.0  # 20 pages left of the budget
     assert estimated_completion(job(JobState.PAUSED, 100, 10.0), now=1000.0) is None
     assert estimated_completion(job(JobState.RUNNING, 100, 0.0), now=1000.0) is None
+
+
+def test_render_without_chromium_here_is_a_422_naming_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trawler serve --data` renders in its own process: a job asking for --render on a
+    machine without chromium is refused at once, naming the field (it failed later,
+    as a job that could not start). A distributed server does not render: no check."""
+    from fastapi.testclient import TestClient
+
+    from trawler.api.app import create_app
+    from trawler.api.datadir import DataDirJobs
+    from trawler.api.deps import ApiSettings
+
+    monkeypatch.setattr("trawler.render.browser.CHROMIUM", tmp_path / "no-chromium")
+    body = JobRequest(seeds=["http://example.com/"], render="auto")
+    with pytest.raises(RequestValidationError) as caught:
+        job_config(body, server_allows_private=False, renders_here=True)
+    error = caught.value.errors()[0]
+    assert error["loc"] == ("body", "render")
+    assert str(tmp_path / "no-chromium") in error["msg"]
+    assert job_config(body, False, renders_here=False).render == "auto"  # the workers'
+    never = JobRequest(seeds=["http://example.com/"], render="never")
+    assert job_config(never, False, renders_here=True).render == "never"
+
+    app = create_app(DataDirJobs(tmp_path), ApiSettings("t", renders_here=True))
+    with TestClient(app) as client:
+        job = {"seeds": ["http://example.com/"], "render": "always"}
+        answer = client.post("/api/v1/jobs", headers={"Authorization": "Bearer t"}, json=job)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"] == ["body", "render"]

@@ -191,6 +191,9 @@ class NoRunner:
 class ApiSettings:
     token: str  # every /api/v1 request must carry "Authorization: Bearer <token>"
     allow_private: bool = False  # may a job ask to fetch private addresses?
+    # Jobs render in this process (`trawler serve --data`): a job asking for --render
+    # needs Playwright and chromium here. Distributed: the workers render, not the server.
+    renders_here: bool = False
 
 
 def get_service(request: Request) -> JobService:

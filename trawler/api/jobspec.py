@@ -32,10 +32,15 @@ def invalid_query(name: str, message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
 
 
-def job_config(body: JobRequest, server_allows_private: bool) -> CrawlConfig:
-    """The job's config from the options given (defaults for the rest)."""
+def job_config(
+    body: JobRequest, server_allows_private: bool, renders_here: bool = False
+) -> CrawlConfig:
+    """The job's config from the options given (defaults for the rest). ``renders_here``:
+    the job would render in this process, which must have Playwright and chromium."""
     if body.allow_private and not server_allows_private:
         raise invalid(("allow_private",), "this server was not started with --allow-private")
+    if renders_here and body.render not in (None, "never"):
+        _check_render_available()
     given = body.model_dump(exclude={"seeds"}, exclude_none=True)
     settings = {k: v for k, v in cli_settings(given).items() if v is not None}
     try:
@@ -48,6 +53,15 @@ def job_config(body: JobRequest, server_allows_private: bool) -> CrawlConfig:
             msg = error["msg"].removeprefix("Value error, ")
             errors.append({"loc": ("body", *loc), "msg": msg, "type": error["type"]})
         raise RequestValidationError(errors) from None
+
+
+def _check_render_available() -> None:
+    from trawler.render.browser import RenderUnavailable, check_available
+
+    try:
+        check_available()
+    except RenderUnavailable as exc:
+        raise invalid(("render",), str(exc)) from None
 
 
 def job_seeds(body: JobRequest, config: CrawlConfig) -> list[str]:

@@ -59,8 +59,9 @@ class BrowserOptions:
     user_agent: str | None = None
 
 
-def check_available(executable: Path = CHROMIUM) -> None:
-    """Raise ``RenderUnavailable`` when Playwright or chromium is missing."""
+def check_available(executable: Path | None = None) -> None:
+    """Raise ``RenderUnavailable`` when Playwright or chromium [CHROMIUM] is missing."""
+    executable = CHROMIUM if executable is None else executable
     try:
         import playwright.async_api  # noqa: F401
     except ImportError:

@@ -48,7 +48,7 @@ def estimated_completion(info: JobInfo, now: float) -> float | None:
 @router.post("", status_code=201, response_model=Job, responses=CONTROL)
 async def create_job(body: JobRequest, service: Service, settings: Settings) -> Job:
     """Start a crawl: `seeds` and any option of `trawler crawl` by its name with underscores."""
-    config = job_config(body, settings.allow_private)
+    config = job_config(body, settings.allow_private, settings.renders_here)
     seeds = job_seeds(body, config)
     return job_view(await service.create_job(config, seeds))
 
