@@ -124,9 +124,7 @@ class DistributedRevisits:
         estimate from its sitemap <changefreq> or <lastmod> (as recrawl_store.py's
         ``_first_state``)."""
         page, result = outcome.page, outcome.result
-        if page is None or result is None or page.kind != "page" or page.error is not None:
-            return None
-        if page.status is None or not 200 <= page.status < 300 or page.fetched_at is None:
+        if page is None or result is None or not pv.revisitable(page) or page.fetched_at is None:
             return None
         etag, last_modified = validators(result.headers)
         changed_at = lastmod_epoch(page.sitemap_lastmod)

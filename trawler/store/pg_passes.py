@@ -43,7 +43,8 @@ _UNSEEDED = (
     " v.last_modified FROM pages p LEFT JOIN page_validators v"
     " ON v.job_id = p.job_id AND v.url = p.url"
     " WHERE p.job_id = %s AND p.kind = 'page' AND p.status BETWEEN 200 AND 299"
-    " AND p.error IS NULL AND p.fetched_at IS NOT NULL AND NOT EXISTS"
+    f" AND {pv.REVISITABLE.replace('error', 'p.error')} AND p.fetched_at IS NOT NULL"
+    " AND NOT EXISTS"
     " (SELECT 1 FROM revisit_state s WHERE s.job_id = p.job_id AND s.url = p.url)"
 )
 
@@ -99,7 +100,7 @@ def validator_writes(
     rows = []
     for outcome in outcomes:
         page, result = outcome.page, outcome.result
-        if page is None or result is None or page.kind != "page" or page.error is not None:
+        if result is None or not pv.revisitable(page):
             continue  # as _UNSEEDED: a pass revisits the pages stored whole
         etag, last_modified = validators(result.headers)
         if etag is not None or last_modified is not None:

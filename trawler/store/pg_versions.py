@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from trawler.records import FetchResult
+from trawler.outcome import NOT_HTML
+from trawler.records import FetchResult, PageRecord
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_store import _version_values, next_state, rate_from_history
 from trawler.recrawl_visit import CHANGED, Judgement, RevisitOutcome
@@ -49,6 +50,17 @@ class SeedRow:
     rate_per_s: float
 
 
+# Pages a revisit can judge: stored whole, HTML or not (a PDF, its error `not_html`, is
+# revisited by conditional GET too, as embedded: store/versions.py unseeded_pages).
+REVISITABLE = f"(error IS NULL OR error = '{NOT_HTML}')"
+
+
+def revisitable(page: PageRecord | None) -> bool:
+    """A stored 2xx page of kind page, HTML or not (as ``REVISITABLE``)."""
+    return (page is not None and page.kind == "page" and page.error in (None, NOT_HTML)
+            and page.status is not None and 200 <= page.status < 300)  # fmt: skip
+
+
 # Version 1 and the state come from the page row as stored: when two workers fetched
 # the URL (a lease expired), the row that won (ON CONFLICT DO NOTHING) is the version.
 _SEED_VERSION = (
@@ -56,14 +68,14 @@ _SEED_VERSION = (
     " SELECT job_id, url, 1, fetched_at, final_url, status, content_type, content_length,"
     " content_sha256, simhash, NULL, title, text, %s, %s, warc_file, warc_offset"
     " FROM pages WHERE job_id = %s AND url = %s AND kind = 'page'"
-    " AND status BETWEEN 200 AND 299 AND error IS NULL ON CONFLICT DO NOTHING"
+    f" AND status BETWEEN 200 AND 299 AND {REVISITABLE} ON CONFLICT DO NOTHING"
 )
 _SEED_STATE = (
     f"INSERT INTO revisit_state (job_id, {_STATE}, depth)"
     " SELECT job_id, url, coalesce(host, ''), coalesce(final_url, url), %s, %s,"
     " content_sha256, simhash, 1, fetched_at, fetched_at, %s, %s, coalesce(depth, 0)"
     " FROM pages WHERE job_id = %s AND url = %s AND kind = 'page'"
-    " AND status BETWEEN 200 AND 299 AND error IS NULL ON CONFLICT DO NOTHING"
+    f" AND status BETWEEN 200 AND 299 AND {REVISITABLE} ON CONFLICT DO NOTHING"
 )
 
 
