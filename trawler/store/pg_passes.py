@@ -100,7 +100,7 @@ def validator_writes(
     rows = []
     for outcome in outcomes:
         page, result = outcome.page, outcome.result
-        if result is None or not pv.revisitable(page):
+        if page is None or result is None or not pv.revisitable(page):
             continue  # as _UNSEEDED: a pass revisits the pages stored whole
         etag, last_modified = validators(result.headers)
         if etag is not None or last_modified is not None:
