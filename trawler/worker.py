@@ -49,6 +49,7 @@ from trawler.outage import (
 )
 from trawler.politeness import PolitenessPolicy
 from trawler.records import Progress
+from trawler.recrawl import RevisitWindow
 from trawler.recrawl_flow import RevisitOptions
 from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
@@ -178,7 +179,9 @@ def _pass_run(
         return config, None
     config = config.model_copy()
     config.max_pages = None
-    return config, RevisitOptions(revisit_pass.window, continuous=False, discovery=True)
+    bounds = revisit_pass.window  # the pass's; the policy is the job's own
+    window = RevisitWindow(bounds.min_s, bounds.max_s, config.revisit_policy)
+    return config, RevisitOptions(window, continuous=False, discovery=True)
 
 
 async def _services_under_controls(config: CrawlConfig, store: ControlStore) -> Services:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,7 +17,9 @@ from trawler.records import FetchResult
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_lanes import revisit_request
 from trawler.recrawl_visit import RevisitOutcome, judge
+from trawler.revisit_policy import OPTIMAL, PROPORTIONAL, plan_schedule
 from trawler.store import pg_versions as pv
+from trawler.store.dist_revisits import DistributedRevisits
 from trawler.store.pgschema import MIGRATIONS, REVISITS
 from trawler.store.postgres import PostgresStore
 
@@ -134,3 +137,45 @@ async def test_a_validator_postgresql_cannot_hold_is_stored_cleaned(store: Postg
     async with store.pool.connection() as conn:
         versions = [v async for v in pv.versions_of(conn, job, URLS[0], latest_only=True)]
     assert [v["etag"] for v in versions] == ['"a\ufffd\ufffd"']
+
+
+async def test_the_workers_price_the_jobs_revisit_policy(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    """--revisit-policy on the distributed backend (it was proportional whatever the
+    job said): `optimal` is priced from every page's rate in PostgreSQL, as the
+    embedded RecrawlStore prices it, and a visit's next due time follows the price;
+    `proportional` keeps 1/rate (clamped)."""
+    job = await store.create_job(CONFIG)
+    rates = [1e-4, 1e-3, 1e-2, 0.05, 0.2, 1.0]
+    seeds = [
+        pv.SeedRow(url, '"e"', None, 50.0, rate) for url, rate in zip(URLS, rates, strict=True)
+    ]
+    pages = [page(url, fetched_at=10.0, content_sha256=f"{i:064x}") for i, url in enumerate(URLS)]
+
+    async def also(cur: psycopg.AsyncCursor) -> None:
+        await pv.seed(cur, job, seeds)
+
+    await store.store_batch(job, pages, also=also)
+    optimal = RevisitWindow(1.0, 3600.0, OPTIMAL)
+    revisits = DistributedRevisits.open(store, job, optimal, tmp_path, "w0", 10**8, 30.0)
+    try:
+        assert revisits.schedule.price is None  # proportional until priced
+        await revisits.reprice(force=True)
+    finally:
+        revisits.close()
+    expected = plan_schedule(rates, optimal.bounds, OPTIMAL)
+    assert expected.price is not None and revisits.schedule.price == pytest.approx(expected.price)
+    intervals = [revisits.schedule.interval_s(r) for r in rates]
+    assert intervals != [optimal.interval_s(r) for r in rates]  # not the proportional rule
+
+    proportional = RevisitWindow(1.0, 3600.0, PROPORTIONAL)
+    revisits = DistributedRevisits.open(store, job, proportional, tmp_path, "w1", 10**8, 30.0)
+    try:
+        await revisits.reprice(force=True)
+    finally:
+        revisits.close()
+    assert revisits.schedule.price is None
+    assert [revisits.schedule.interval_s(r) for r in rates] == [
+        proportional.interval_s(r) for r in rates
+    ]

@@ -35,8 +35,9 @@ from trawler import __version__
 from trawler.outage import guarded
 from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
 from trawler.recrawl_lanes import revisit_request
-from trawler.recrawl_store import _place, archive_visit
+from trawler.recrawl_store import REPRICE_MIN_S, _place, archive_visit
 from trawler.recrawl_visit import RevisitOutcome, validators
+from trawler.revisit_policy import PROPORTIONAL, RevisitSchedule, plan_schedule
 from trawler.store import pg_passes
 from trawler.store import pg_versions as pv
 from trawler.store.base import UrlOutcome
@@ -67,6 +68,11 @@ class DistributedRevisits:
         self.warc = warc
         self.claim_s = claim_s
         self.pass_due_at = pass_due_at
+        # The job's --revisit-policy: intervals proportional until the first pricing
+        # (as the embedded RecrawlStore), then priced over every page's rate again
+        # at most every REPRICE_MIN_S, each worker for itself (same rows, same price).
+        self.schedule = RevisitSchedule(window.bounds, window.policy)
+        self._reprice_after = 0.0
 
     @classmethod
     def open(
@@ -115,7 +121,7 @@ class DistributedRevisits:
         costs that visit only, and its page stays due."""
         try:
             async with cur.connection.transaction():
-                await pv.record(cur, self.job_id, outcome, self.window)
+                await pv.record(cur, self.job_id, outcome, self.schedule)
         except ROW_REJECTED as exc:
             log.warning("cannot record the revisit of %s: %s", outcome.state.url, exc)
 
@@ -130,7 +136,7 @@ class DistributedRevisits:
         changed_at = lastmod_epoch(page.sitemap_lastmod)
         age = page.fetched_at - changed_at if changed_at is not None else None
         rate = prior_rate(page.sitemap_changefreq, age, self.window)
-        due = page.fetched_at + self.window.interval_s(rate)
+        due = page.fetched_at + self.schedule.interval_s(rate)
         return pv.SeedRow(page.url, etag, last_modified, due, rate)
 
     # -- feeding -----------------------------------------------------------------------
@@ -144,8 +150,25 @@ class DistributedRevisits:
                 # ends this worker's run once its queues and leases are empty.
                 frontier.set_revisit_mode(False, True)
                 return
+            await self.reprice()
             await self.feed_once(frontier)
             await asyncio.sleep(POLL_S)
+
+    async def reprice(self, force: bool = False) -> None:
+        """The optimal schedule's price solved again from every page's rate (the
+        proportional policy needs none): at most every REPRICE_MIN_S, and at most a
+        tenth of the time (the rates of a million pages take ~0.5 s to read and group,
+        the grouping on a thread)."""
+        if self.window.policy == PROPORTIONAL:
+            return
+        now = time.monotonic()
+        if not force and now < self._reprice_after:
+            return
+        rates = await self._pg(lambda conn: pv.job_rates(conn, self.job_id))
+        bounds, policy = self.window.bounds, self.window.policy
+        self.schedule = await asyncio.to_thread(plan_schedule, rates, bounds, policy)
+        took = time.monotonic() - now
+        self._reprice_after = time.monotonic() + max(REPRICE_MIN_S, 10 * took)
 
     async def _pass_left(self) -> bool:
         due_at = self.pass_due_at

@@ -25,6 +25,7 @@ from trawler.records import FetchResult, PageRecord
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_store import _version_values, next_state, rate_from_history
 from trawler.recrawl_visit import CHANGED, Judgement, RevisitOutcome
+from trawler.revisit_policy import RevisitSchedule
 from trawler.safetext import safe_text
 from trawler.store.pg_versions_read import (
     HAS_VERSIONS,
@@ -126,10 +127,12 @@ async def release(conn: psycopg.AsyncConnection, job_id: str, urls: Sequence[str
 
 
 async def record(
-    cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutcome, window: RevisitWindow
-) -> bool:
+    cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutcome,
+    window: RevisitWindow | RevisitSchedule,
+) -> bool:  # fmt: skip
     """One revisit's rows (store/versions.py's, keyed by job); False when its due
-    time was recorded already (nothing written)."""
+    time was recorded already (nothing written). ``window``: the interval rule (the
+    job's priced schedule, or a window's proportional intervals)."""
     state = outcome.state
     await cur.execute(
         "SELECT 1 FROM revisit_state WHERE job_id = %s AND url = %s AND next_visit_at = %s"
@@ -165,6 +168,13 @@ async def _add_visit(cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutc
         (job_id, outcome.state.url, result.started_at, result.status, judgement.verdict,
          judgement.distance, len(result.raw_body), *outcome.warc_place),
     )  # fmt: skip
+
+
+async def job_rates(conn: psycopg.AsyncConnection, job_id: str) -> list[float]:
+    """Every page's change rate, to price the job's revisit schedule (revisit_policy.py)."""
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT rate_per_s FROM revisit_state WHERE job_id = %s", (job_id,))
+        return [float(rate) for (rate,) in await cur.fetchall()]
 
 
 async def _rate(cur: psycopg.AsyncCursor, job_id: str, state: RevisitState) -> float:
