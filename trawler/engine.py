@@ -61,6 +61,7 @@ from trawler.robotsgate import RobotsGate, Verdict
 from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
+from trawler.tdmgate import TdmGate
 from trawler.throttle import PAGE_OVERHEAD_BYTES, RequestSlot
 from trawler.urls import Normaliser, host_key
 
@@ -112,6 +113,7 @@ class Crawler:
             self.fetcher, config.robots_token, waits, self._counters, self._first_robots,
             self._archive_robots, self.services.robots,
         )  # fmt: skip
+        self.tdm = TdmGate(self.fetcher, self.robots, self._counters, self.services.robots)
         self.links = LinkFilter(
             self.normalise, self.scope, TrapRules(), config.max_depth, self.robots.allows,
             max_per_host=config.max_pages_per_host,
@@ -322,8 +324,11 @@ class Crawler:
                 disallowed = verdict is Verdict.DISALLOW
                 self._skip(request, "robots" if disallowed else "robots_unavailable")
                 return
-            if (wait_s := self.frontier.host_wait_s(host)) > HAND_BACK_AFTER_S:
-                await self.frontier.hand_back(request, wait_s)  # the frontier waits, not a slot
+            if self.config.tdmrep and not self.tdm.known(request.url):
+                if await self._handed_back(request, host):
+                    return
+                await self.tdm.load(request.url, host, self.frontier)  # once per origin
+            if await self._handed_back(request, host):
                 return
             await self.frontier.wait_host_ready(host)
             if (self.paused or self.services.blocklist.active) and await self._held_back(request):
@@ -349,6 +354,14 @@ class Crawler:
             slot.release()
             if holds_host:
                 await self.frontier.finish_host(host)
+
+    async def _handed_back(self, request: CrawlRequest, host: str) -> bool:
+        """The URL back to the frontier when its host's next request is not due soon:
+        the frontier waits, not a request slot."""
+        if (wait_s := self.frontier.host_wait_s(host)) > HAND_BACK_AFTER_S:
+            await self.frontier.hand_back(request, wait_s)
+            return True
+        return False
 
     async def _finish_host(self, host: str) -> None:
         """Release the host once its response is in. Failing to (the store going away
@@ -435,6 +448,7 @@ class Crawler:
     async def _analyse(self, unit: UrlOutcome) -> None:
         """Fill in the outcome's page and the new URLs found from it (discovery.py)."""
         page = await self.discovery.analyse(unit, self.frontier)
+        self.tdm.annotate(page)  # the origin's reuse reservations (tdmgate.py)
         if page.error == NOT_HTML:
             self.not_html += 1
         elif page.error is not None:

@@ -17,6 +17,7 @@ from trawler.records import CrawlRequest, FetchResult, Link, PageRecord, RobotsR
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_url
 from trawler.simhash import distinct_shingle_hashes, hex64, simhash_of_hashes, text_hash, words
+from trawler.tdmrep import header_reservation, meta_reservation
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 # WHATWG MIME Sniffing §7.1: these (or no Content-Type at all) mean "sniff the body".
@@ -64,7 +65,21 @@ def page_outcome(
         page.error = NOT_HTML  # recorded, stored in WARC, not parsed
     else:
         _add_parsed(outcome, result, config, agent_token)
+    if result.status is not None:  # any answer may carry TDMRep headers (PDFs too)
+        _add_reservation(page, result.headers)
     return outcome
+
+
+def _add_reservation(page: PageRecord, headers: list[tuple[str, str]]) -> None:
+    """The page's own TDMRep statement: its meta (set by ``_add_parsed``) first, then
+    its response headers; the origin's tdmrep.json is the loop's (tdmgate.py)."""
+    if page.tdm_source is None:
+        stated = header_reservation(headers)
+        page.tdm_reservation, page.tdm_policy, page.tdm_source = (
+            stated.reserved,
+            stated.policy,
+            stated.source,
+        )
 
 
 def sniffed_type(content_type: str | None, body: bytes) -> str | None:
@@ -144,6 +159,13 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
         page.simhash = hex64(simhash_of_hashes(shingles))
         page.minhash = sketch_of_hashes(shingles)
     page.links_count = len(parsed.links)
+    if parsed.tdm_reservation is not None:
+        meta = meta_reservation(parsed.tdm_reservation, parsed.tdm_policy)
+        page.tdm_reservation, page.tdm_policy, page.tdm_source = (
+            meta.reserved,
+            meta.policy,
+            meta.source,
+        )
     # The header is the site's HTTP-level statement; the <link> element wins if both exist.
     header_canonical = canonical_from_link_header(result.headers, result.final_url)
     page.canonical = parsed.canonical or header_canonical

@@ -129,6 +129,10 @@ def _read_meta(metas: list[LexborNode], page: ParsedPage, agent_token: str) -> N
         elif name in ("robots", agent_token):
             for item in content.split(","):
                 robots.update(_directive_tokens(item))
+        elif name == "tdm-reservation" and page.tdm_reservation is None:  # TDMRep (tdmrep.py)
+            page.tdm_reservation = content
+        elif name == "tdm-policy" and page.tdm_policy is None:
+            page.tdm_policy = content
     page.meta_robots = _expand_directives(robots)
 
 

@@ -95,6 +95,9 @@ class ParsedPage:
     meta_robots: frozenset[str] = frozenset()  # e.g. {"noindex", "nofollow"}
     charset: str | None = None  # the charset the body was decoded with
     error: str | None = None  # why the document was not parsed ("parse_too_complex")
+    # <meta name="tdm-reservation"> / <meta name="tdm-policy"> contents (tdmrep.py)
+    tdm_reservation: str | None = None
+    tdm_policy: str | None = None
 
 
 @dataclass(slots=True)
@@ -131,6 +134,14 @@ class PageRecord:
     minhash: bytes | None = None  # MinHash sketch of the main text (minhash.py)
     kind: str = "page"  # "page" or "sitemap" (CrawlRequest.kind); robots.txt: RobotsRecord
     rendered: str | None = None  # FetchResult.rendered: the --render decision (render/shell.py)
+    # Reuse reservations (tdmrep.py): the page's TDMRep statement and where it was read
+    # (meta, header, tdmrep.json); None: none stated. The host's robots.txt groups for
+    # AI crawlers, comma-separated: those named, those disallowed from "/"; None: no file.
+    tdm_reservation: bool | None = None
+    tdm_policy: str | None = None
+    tdm_source: str | None = None
+    ai_robots_groups: str | None = None
+    ai_robots_disallowed: str | None = None
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from trawler import robots
 from trawler.records import FetchResult, RobotsFetch
+from trawler.tdmrep import AiGroups, ai_groups
 
 # RFC 9309 §2.4: crawlers SHOULD NOT use a cached robots.txt for more than 24 hours.
 CACHE_TTL_S = 24 * 3600.0
@@ -33,6 +34,8 @@ class RobotsEntry:
     failures: int = 0  # consecutive unavailable answers
     fatal_error: str | None = None  # the host cannot be fetched at all (dns, private_address)
     retry_waits_s: tuple[float, ...] = DEFAULT_RETRY_WAITS_S
+    # The groups it has for AI crawlers (tdmrep.py); None: no robots.txt answer (2xx).
+    ai_groups: AiGroups | None = None
 
     def expired(self, now: float) -> bool:
         if self.unavailable and not self.gave_up:
@@ -62,7 +65,8 @@ def entry_from_fetch(
     status = result.status
     if result.error is None and status is not None:
         if 200 <= status < 300:  # §2.3.1.1 successful access
-            return RobotsEntry(robots.parse(result.body, robots_token), now, status)
+            rules = robots.parse(result.body, robots_token)
+            return RobotsEntry(rules, now, status, ai_groups=ai_groups(result.body))
         if 400 <= status < 500 and status != 429:  # §2.3.1.3 unavailable: no restrictions
             return RobotsEntry(robots.Rules.allow_all(), now, status)
     if result.error in _TOO_MANY_REDIRECTS:  # §2.3.1.2: MAY assume unavailable

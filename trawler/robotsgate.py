@@ -22,6 +22,7 @@ from trawler.robotscache import (
     entry_from_fetch,
     entry_from_kept,
 )
+from trawler.tdmrep import AiGroups
 from trawler.urls import origin
 
 # Link verdicts remembered (RobotsGate.allows), ~14 MB at most; past it they start over.
@@ -143,6 +144,11 @@ class RobotsGate:
         self.counters["robots.fetched"] += 1
         self.on_download(result, host)
         return result
+
+    def ai_groups(self, url: str) -> AiGroups | None:
+        """The AI crawlers' groups of ``url``'s origin's robots.txt (None: no file)."""
+        entry = self._entries.get(origin(url))
+        return None if entry is None else entry.ai_groups
 
     def failure(self, url: str) -> FetchResult:
         """The recorded result for a URL whose origin cannot be fetched at all."""

@@ -96,13 +96,16 @@ async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres
 
 
 def _as_version_6(url: str) -> None:
-    """Undo migrations 15 (shared dedup), 14 (applied commits), 13 (search), 12
-    (validators), 11 (rendered), 10 (passes), 9 (changefreq), 8 (revisits) and 7: a
-    database of the version before."""
+    """Undo the reuse reservations' migration (RESERVATIONS), 15 (shared dedup), 14
+    (applied commits), 13 (search), 12 (validators), 11 (rendered), 10 (passes), 9
+    (changefreq), 8 (revisits) and 7: a database of the version before."""
     with psycopg.connect(url) as conn:
         conn.execute(
             "ALTER TABLE pages DROP COLUMN search_vector; DROP FUNCTION trawler_search_fold;"
             " ALTER TABLE pages DROP COLUMN rendered, DROP COLUMN sitemap_changefreq;"
+            " ALTER TABLE pages DROP COLUMN tdm_reservation, DROP COLUMN tdm_policy,"
+            " DROP COLUMN tdm_source, DROP COLUMN ai_robots_groups,"
+            " DROP COLUMN ai_robots_disallowed;"
             " DROP TABLE revisit_state, page_versions, visits, revisit_passes, page_validators;"
             " DROP TABLE applied_commits, dedup_blocks; DROP INDEX pages_text_hash;"
             " DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
@@ -112,7 +115,7 @@ def _as_version_6(url: str) -> None:
 
 
 async def test_an_older_database_is_counted_once_by_migration_7(fresh_postgres_url: str) -> None:
-    assert SCHEMA_VERSION == 15  # what _as_version_6 undoes
+    assert SCHEMA_VERSION == 16  # what _as_version_6 undoes
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
         await store.store_batch(job, some_pages(0))

@@ -92,6 +92,7 @@ class JobRequest(BaseModel):
     strip_param: list[str] | None = None
     warc_max_bytes: int | None = None
     sitemaps: bool | None = None
+    tdmrep: bool | None = None
     sitemap_depth: int | None = None
     parse_processes: int | None = None
     parse_time_limit: float | None = None
@@ -129,6 +130,12 @@ class PageRow(BaseModel):
     sitemap_lastmod: str | None
     sitemap_changefreq: str | None = None
     rendered: str | None = None  # the --render decision (render/shell.py)
+    # Reuse reservations (tdmrep.py): the page's, and its host's robots.txt AI groups.
+    tdm_reservation: bool | None = None
+    tdm_policy: str | None = None
+    tdm_source: str | None = None
+    ai_robots_groups: str | None = None
+    ai_robots_disallowed: str | None = None
     error: str | None
     warc_file: str | None
     warc_offset: int | None

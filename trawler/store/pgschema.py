@@ -280,6 +280,17 @@ CREATE TABLE dedup_blocks (
 CREATE INDEX pages_text_hash ON pages (job_id, text_hash) WHERE duplicate_of IS NULL;
 """
 
+
+# Reuse reservations (issue 18, tdmrep.py): a page's TDMRep statement and where it was
+# read, and its host's robots.txt groups for AI crawlers, as the embedded store keeps them.
+RESERVATIONS = """
+ALTER TABLE pages ADD COLUMN tdm_reservation boolean;
+ALTER TABLE pages ADD COLUMN tdm_policy text;
+ALTER TABLE pages ADD COLUMN tdm_source text;
+ALTER TABLE pages ADD COLUMN ai_robots_groups text;
+ALTER TABLE pages ADD COLUMN ai_robots_disallowed text;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -376,6 +387,8 @@ MIGRATIONS: tuple[str, ...] = (
     APPLIED_COMMITS,
     # The shared duplicate index: see SHARED_DEDUP.
     SHARED_DEDUP,
+    # Reuse reservations of each page: see RESERVATIONS.
+    RESERVATIONS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

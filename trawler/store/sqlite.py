@@ -96,7 +96,9 @@ CREATE TABLE IF NOT EXISTS pages (
     host TEXT, duplicate_of TEXT, simhash TEXT, text_hash TEXT, sitemap_lastmod TEXT,
     kind TEXT NOT NULL DEFAULT 'page', -- page or sitemap (store/kinds.py)
     sitemap_changefreq TEXT,        -- <changefreq> of the sitemap entry that listed it
-    rendered TEXT                   -- the --render decision (render/shell.py); NULL: never
+    rendered TEXT,                  -- the --render decision (render/shell.py); NULL: never
+    tdm_reservation INTEGER, tdm_policy TEXT, tdm_source TEXT, -- TDMRep (tdmrep.py)
+    ai_robots_groups TEXT, ai_robots_disallowed TEXT -- the host's AI crawlers' groups
 );
 CREATE TABLE IF NOT EXISTS robots_fetches ( -- every robots.txt download, archived in the WARC
     id INTEGER PRIMARY KEY,
@@ -210,6 +212,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     _add_page_kinds(conn)
     _add_changefreq(conn)
     _add_rendered(conn)
+    _add_reservations(conn)
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     conn.commit()
@@ -241,6 +244,21 @@ def _add_rendered(conn: sqlite3.Connection) -> None:
     if not has_column(conn, "pages", "rendered"):
         with conn:
             conn.execute("ALTER TABLE pages ADD COLUMN rendered TEXT")
+
+
+RESERVATION_COLUMNS = {
+    "tdm_reservation": "INTEGER", "tdm_policy": "TEXT", "tdm_source": "TEXT",
+    "ai_robots_groups": "TEXT", "ai_robots_disallowed": "TEXT",
+}  # fmt: skip
+
+
+def _add_reservations(conn: sqlite3.Connection) -> None:
+    """Migrate a data directory from before reuse reservations (issue 18, tdmrep.py)."""
+    missing = [c for c in RESERVATION_COLUMNS if not has_column(conn, "pages", c)]
+    if missing:
+        with conn:
+            for column in missing:
+                conn.execute(f"ALTER TABLE pages ADD COLUMN {column} {RESERVATION_COLUMNS[column]}")
 
 
 # Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.

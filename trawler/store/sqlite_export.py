@@ -20,6 +20,7 @@ from trawler.store.sqlite import (
     DEAD,
     IS_LISTED_SITEMAP,
     QUEUED,
+    RESERVATION_COLUMNS,
     SKIPPED,
     has_column,
     has_table,
@@ -29,11 +30,20 @@ EXPORT_COLUMNS = (
     "url", "final_url", "status", "content_type", "content_length", "depth", "parent_url",
     "title", "description", "keywords", "links_count", "content_sha256", "fetched_at",
     "fetch_duration_s", "canonical", "noindex", "duplicate_of", "simhash", "sitemap_lastmod",
-    "sitemap_changefreq", "rendered", "error", "warc_file", "warc_offset", "kind",
+    "sitemap_changefreq", "rendered", "tdm_reservation", "tdm_policy", "tdm_source",
+    "ai_robots_groups", "ai_robots_disallowed", "error", "warc_file", "warc_offset", "kind",
 )  # fmt: skip
 # Export columns a data directory of an older Trawler opened read-only lacks (a writer
 # adds them: sqlite.connect): read as NULL.
-LATER_COLUMNS = frozenset({"sitemap_changefreq", "rendered"})
+LATER_COLUMNS = frozenset({"sitemap_changefreq", "rendered", *RESERVATION_COLUMNS})
+
+
+def typed_row(row: dict) -> dict:
+    """An export row read from SQLite, its booleans (stored as 0/1) as booleans."""
+    row["noindex"] = bool(row["noindex"])
+    if row["tdm_reservation"] is not None:
+        row["tdm_reservation"] = bool(row["tdm_reservation"])
+    return row
 
 
 def select_list(columns: Sequence[str], has: Callable[[str], bool]) -> str:
@@ -72,9 +82,7 @@ def _iter_page_rows(
     columns = page_columns(conn)
     cursor = conn.execute(f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id")
     for row in cursor:
-        record = dict(zip(EXPORT_COLUMNS, row, strict=True))
-        record["noindex"] = bool(record["noindex"])
-        yield record
+        yield typed_row(dict(zip(EXPORT_COLUMNS, row, strict=True)))
 
 
 def kind_expression(conn: sqlite3.Connection) -> str:

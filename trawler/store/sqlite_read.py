@@ -21,7 +21,7 @@ from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
 from trawler.store import sqlite_totals
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
-from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression, page_columns
+from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression, page_columns, typed_row
 from trawler.urls import host_key, origin
 
 URL_STATES = {QUEUED: "queued", DONE: "done", SKIPPED: "skipped", DEAD: "dead"}
@@ -136,9 +136,7 @@ def page_rows(
     )
     rows = []
     for values in cursor:
-        row = dict(zip(EXPORT_COLUMNS, values, strict=True))
-        row["noindex"] = bool(row["noindex"])
-        rows.append(row)
+        rows.append(typed_row(dict(zip(EXPORT_COLUMNS, values, strict=True))))
     return rows, total
 
 
