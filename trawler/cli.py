@@ -96,7 +96,7 @@ def crawl(
     strip_param: Annotated[list[str] | None, typer.Option(help="Extra query parameter to strip (repeatable; 'x_*' = prefix).")] = None,
     warc_max_bytes: Annotated[int | None, typer.Option(help="Rotate WARC files past this size [1 GiB].")] = None,
     sitemaps: Annotated[bool | None, typer.Option("--sitemaps/--no-sitemaps", help="Read robots.txt Sitemap: lines and /sitemap.xml of seed hosts [on].")] = None,
-    tdmrep: Annotated[bool | None, typer.Option("--tdmrep/--no-tdmrep", help="Read each origin's /.well-known/tdmrep.json (TDM reservations) [on].")] = None,
+    tdmrep: Annotated[bool | None, typer.Option("--tdmrep/--no-tdmrep", help="Read each origin's /.well-known/tdmrep.json (TDM reservations of its paths): one request more per origin [off].")] = None,
     sitemap_depth: Annotated[int | None, typer.Option(help="Depth at which sitemap URLs enter the frontier [1].")] = None,
     parse_processes: Annotated[int | None, typer.Option(help="Processes parsing pages beside the crawl loop; 0 = in the loop [one per spare core].")] = None,
     parse_time_limit: Annotated[float | None, typer.Option(help="CPU seconds one page may take in a parser process [10].")] = None,

@@ -84,8 +84,9 @@ class CrawlConfig(BaseModel):
     sitemaps: bool = True  # read robots.txt Sitemap: lines and /sitemap.xml of seed hosts
     sitemap_depth: int = Field(default=1, ge=0)  # the depth sitemap URLs enter the frontier at
     # Read each origin's /.well-known/tdmrep.json (TDMRep, tdmgate.py): one request more
-    # per origin; off, pages still get their own headers' and meta's reservations.
-    tdmrep: bool = True
+    # per origin, so asked for; without it pages still get their own headers' and meta's
+    # reservations, and their host's robots.txt AI crawlers' groups.
+    tdmrep: bool = False
     # Fetch attempts per URL for connect errors, timeouts, 5xx, 429 and 503.
     max_attempts: int = Field(default=3, ge=1, le=20)
     # robots.txt answering 5xx/429/network error: wait, retry; after the last, give up.

@@ -46,9 +46,11 @@ def _plain(value: object) -> object:
     return value
 
 
-# Fields added to the records since the values were pinned (issues 15, 16): left out of the digest
-# while empty (None), so the pin still checks every value it checked.
-ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq", "rendered"})
+# Fields added to the records since the values were pinned (issues 15, 16, 18): left out of the
+# digest while empty (None), so the pin still checks every value it checked.
+ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq", "rendered",
+                         "tdm_reservation", "tdm_policy", "tdm_source", "ai_robots_groups",
+                         "ai_robots_disallowed"})  # fmt: skip
 
 
 def _fields(record: object) -> dict[str, object]:
