@@ -22,11 +22,17 @@ from trawler.frontier.base import Frontier
 from trawler.records import PageRecord, RobotsFetch
 from trawler.robotscache import CACHE_TTL_S, ProcessRobots
 from trawler.robotsgate import RobotsGate
-from trawler.tdmrep import TDMREP_PATH, TdmRepError, TdmRule, file_reservation, parse_tdmrep
+from trawler.tdmrep import (
+    KEPT_PROFILE_SUFFIX,
+    TDMREP_PATH,
+    TdmRepError,
+    TdmRule,
+    file_reservation,
+    parse_tdmrep,
+)
 from trawler.urls import origin
 
 log = logging.getLogger("trawler")
-_PROFILE_SUFFIX = ":tdmrep"  # beside the robots.txt fetches, never mistaken for one
 _NO_FILE: tuple[TdmRule, ...] = ()
 
 
@@ -51,7 +57,7 @@ class TdmGate:
         """Read ``url``'s origin's tdmrep.json, kept or over the network; the caller
         holds the host and has its robots.txt verdict for ``url``."""
         site = origin(url)
-        profile = self.fetcher.profile + _PROFILE_SUFFIX
+        profile = self.fetcher.profile + KEPT_PROFILE_SUFFIX
         kept = await frontier.shared_robots(site, profile)
         if kept is None and self.shared is not None:
             kept = self.shared.get(site, profile, time.monotonic())

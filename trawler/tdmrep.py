@@ -33,6 +33,9 @@ from trawler.robotsagent import product_name
 
 TDMREP_PATH = "/.well-known/tdmrep.json"
 SOURCE_HEADER, SOURCE_META, SOURCE_FILE = "header", "meta", "tdmrep.json"
+# tdmrep.json fetches are kept with robots.txt's (tdmgate.py), under the fetch profile
+# plus this suffix: readers of kept robots.txt files leave them out.
+KEPT_PROFILE_SUFFIX = ":tdmrep"
 # A well-formed file has a few rules; more is not a policy file (a cap on the work).
 MAX_RULES = 10_000
 

@@ -20,11 +20,19 @@ TDMREP = [
     {"location": "/file/*", "tdm-reservation": 1, "tdm-policy": POLICY},
     {"location": "/open/*", "tdm-reservation": 0},
 ]
-ROBOTS = "User-agent: *\nAllow: /\n\nUser-agent: GPTBot\nDisallow: /\n\nUser-agent: CCBot\nDisallow: /private\n"  # fmt: skip
+ROBOTS = (
+    "User-agent: *\nAllow: /\n\n"
+    "User-agent: GPTBot\nDisallow: /\n\n"
+    "User-agent: CCBot\nDisallow: /private\n"
+)
 LINKS = ["/header", "/meta", "/file/a", "/file/meta0", "/open/b", "/none"]
 HOME = "<html><body>" + "".join(f'<a href="{p}">{p}</a> ' for p in LINKS) + "</body></html>"
-META = '<html><head><meta name="tdm-reservation" content="{0}"><meta name="tdm-policy" content="{1}"></head><body>m</body></html>'  # fmt: skip
+META = (
+    '<html><head><meta name="tdm-reservation" content="{0}">'
+    '<meta name="tdm-policy" content="{1}"></head><body>m</body></html>'
+)
 DELAY_S = 0.4
+JSON = {"Content-Type": "application/json"}
 
 # path -> (tdm_reservation, tdm_policy, tdm_source)
 EXPECTED = {
@@ -44,7 +52,7 @@ def site(tmp_path: Path) -> Iterator[Scripted]:
     script = {
         "0": {
             "/robots.txt": page(ROBOTS, **text),
-            "/.well-known/tdmrep.json": page(json.dumps(TDMREP), **{"Content-Type": "application/json"}),
+            "/.well-known/tdmrep.json": page(json.dumps(TDMREP), **JSON),
             "/": page(HOME),
             "/header": page("<p>h</p>", **{"TDM-Reservation": "1", "TDM-Policy": POLICY}),
             "/meta": page(META.format(1, POLICY)),

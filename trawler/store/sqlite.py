@@ -29,6 +29,7 @@ from trawler.store.kinds import (
 from trawler.store.search import ensure_search_schema
 from trawler.store.sqlite_totals import add_totals, count_inserted_pages
 from trawler.store.versions import ensure_versions_schema
+from trawler.tdmrep import KEPT_PROFILE_SUFFIX
 from trawler.urls import seed_hosts
 
 DB_NAME = "trawler.db"
@@ -259,6 +260,11 @@ def _add_reservations(conn: sqlite3.Connection) -> None:
         with conn:
             for column in missing:
                 conn.execute(f"ALTER TABLE pages ADD COLUMN {column} {RESERVATION_COLUMNS[column]}")
+
+
+# The kept robots.txt files of the `robots` table, without the tdmrep.json fetches kept
+# beside them (tdmgate.py).
+ROBOTS_TXT_ONLY = f"profile NOT LIKE '%{KEPT_PROFILE_SUFFIX}'"
 
 
 # Uncorrelated: SQLite builds the set of sitemap URLs once, then probes it per row.

@@ -12,6 +12,7 @@ from trawler.config import CrawlConfig
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
+from trawler.store.sqlite import ROBOTS_TXT_ONLY
 from trawler.store.sqlite_read import FAILED, scalar
 
 _HOST_PAGES = (
@@ -97,7 +98,8 @@ def _robots_summaries(conn: sqlite3.Connection, hosts: list[str], token: str) ->
         return {}
     rows = conn.execute(
         "SELECT site, status, error, body FROM robots"
-        f" WHERE site IN ({', '.join('?' for _ in sites)}) ORDER BY fetched_at",
+        f" WHERE site IN ({', '.join('?' for _ in sites)}) AND {ROBOTS_TXT_ONLY}"
+        " ORDER BY fetched_at",
         list(sites),
     )
     found = {}
@@ -145,7 +147,7 @@ def _host_robots(conn: sqlite3.Connection, host: str, token: str) -> list[dict]:
     time, and the file itself."""
     rows = conn.execute(
         "SELECT site, status, error, body, fetched_at FROM robots WHERE site IN (?, ?)"
-        " ORDER BY fetched_at DESC",
+        f" AND {ROBOTS_TXT_ONLY} ORDER BY fetched_at DESC",
         (f"http://{host}", f"https://{host}"),
     )
     kept = []

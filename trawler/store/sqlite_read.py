@@ -20,7 +20,7 @@ from trawler.outcome import NOT_HTML
 from trawler.records import FetchResult
 from trawler.robotscache import entry_from_fetch
 from trawler.store import sqlite_totals
-from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
+from trawler.store.sqlite import DEAD, DONE, QUEUED, ROBOTS_TXT_ONLY, SKIPPED
 from trawler.store.sqlite_export import EXPORT_COLUMNS, kind_expression, page_columns, typed_row
 from trawler.urls import host_key, origin
 
@@ -171,7 +171,7 @@ def robots_verdict(conn: sqlite3.Connection, url: str, token: str) -> dict | Non
     """The kept robots.txt of ``url``'s origin and its verdict on ``url``: the rule and
     its line that decided (None when no robots.txt of that origin is kept)."""
     row = conn.execute(
-        "SELECT status, error, body, fetched_at FROM robots WHERE site = ?"
+        f"SELECT status, error, body, fetched_at FROM robots WHERE site = ? AND {ROBOTS_TXT_ONLY}"
         " ORDER BY fetched_at DESC LIMIT 1",
         (origin(url),),
     ).fetchone()
