@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, default=300.0, help="SIGINT the crawl then")
     parser.add_argument("--max-pages", type=int, help="trawler --max-pages")
     parser.add_argument("--parse-processes", type=int, help="trawler --parse-processes")
+    parser.add_argument(
+        "--tdmrep", action="store_true", help="trawler --tdmrep: each host's tdmrep.json too"
+    )
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/crawl")
     parser.add_argument(
         "--profile",
@@ -148,7 +151,7 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
         cmd += ["--max-pages", str(args.max_pages)]
     if args.parse_processes is not None:
         cmd += ["--parse-processes", str(args.parse_processes)]
-    return cmd
+    return cmd + (["--tdmrep"] if args.tdmrep else [])
 
 
 def proc_cpu_s(pid: int, thread: int | None = None) -> float:
