@@ -159,3 +159,30 @@ def forget_shared_answers(backend: CrawlBackend, site: Scripted) -> None:
                 client.delete(*keys)
     finally:
         client.close()
+
+
+# Embedded: the file kept in the data directory across a stop, as robots.txt is.
+def test_a_resumed_crawl_keeps_the_file_it_read(site: Scripted, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.e2e.conftest import export_rows, run_trawler
+
+    data = tmp_path / "data"
+    cmd = [sys.executable, "-m", "trawler", "crawl", site.bases[0] + "/", "--data", str(data),
+           "--allow-private", "-q", "--no-sitemaps", "--delay", "1", "--tdmrep"]  # fmt: skip
+    crawler = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while "/" not in site.paths(0) and time.monotonic() < deadline:  # the file, then "/"
+        time.sleep(0.02)
+    crawler.send_signal(signal.SIGTERM)  # a clean stop: what it read is committed
+    crawler.wait(30)
+    assert "/file/a" not in site.paths(0)  # stopped before the file's pages
+    out = run_trawler("crawl", "--data", str(data), "-q")
+    assert out.returncode == 0, out.stderr
+    assert site.paths(0).count("/.well-known/tdmrep.json") == 1
+    assert site.paths(0).count("/robots.txt") == 1
+    rows = by_path(export_rows(data), site.bases[0])
+    assert rows["/file/a"]["tdm_source"] == "tdmrep.json"  # read from the kept copy
