@@ -92,6 +92,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, default=300.0, help="SIGINT the crawl then")
     parser.add_argument("--max-pages", type=int, help="trawler --max-pages")
     parser.add_argument("--parse-processes", type=int, help="trawler --parse-processes")
+    parser.add_argument("--priority", choices=["depth", "importance"], help="trawler --priority")
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/crawl")
     parser.add_argument(
         "--profile",
@@ -148,6 +149,8 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
         cmd += ["--max-pages", str(args.max_pages)]
     if args.parse_processes is not None:
         cmd += ["--parse-processes", str(args.parse_processes)]
+    if args.priority:
+        cmd += ["--priority", args.priority]
     return cmd
 
 
