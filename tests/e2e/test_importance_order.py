@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli_checks import assert_one_line_error
 from tests.e2e.conftest import run_trawler
 from tests.servers import prioritise
 from trawler.skewweb import Page, SkewSpec, SkewWeb, early_share
@@ -85,3 +86,11 @@ def test_bad_priority_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "pagerank" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_importance_with_the_distributed_backend_is_a_usage_error() -> None:
+    """The Redis queues are FIFOs: refused before any server is contacted."""
+    out = run_trawler("submit", "http://127.0.0.1:9/", "--redis", "redis://127.0.0.1:9/0",
+                      "--postgres", "postgresql://127.0.0.1:9/x", "--priority", "importance",
+                      timeout=30)  # fmt: skip
+    assert "--priority importance" in assert_one_line_error(out, 2)
