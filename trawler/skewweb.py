@@ -2,13 +2,15 @@
 
 The web itself is pure (no I/O); ``python -m trawler.skewweb`` serves it on
 loopback (testsite.py's server), prints the seeds and ``ready``, and writes the
-access log tests and bench/bench_importance.py read the fetch order from. Host *i* has ``pages`` pages: ``/`` (page 0) and ``/g/{n}.html``.
-Every page is reachable through a tree (page n's parent is ``(n - 1) // fanout``,
-so the home page is the root), and each page also links to ``links`` pages drawn
-from a Zipf law over a random ranking of all pages of the web: a few pages get
-most links, the rest almost none (power-law in-degree, as on the web). The
-ranking is a shuffle, so a popular page sits at any depth of the tree: the
-depth order cannot find them by accident.
+access log tests and bench/bench_importance.py read the fetch order from.
+
+Host *i* has ``pages`` pages: ``/`` (page 0) and ``/g/{n}.html``. Every page is
+reachable through a tree (page n's parent is ``(n - 1) // fanout``, so the home
+page is the root), and each page also links to ``links`` pages drawn from a Zipf
+law over a random ranking of all pages of the web: a few pages get most links,
+the rest almost none (power-law in-degree, as on the web). The ranking is a
+shuffle, so a popular page sits at any depth of the tree: the depth order cannot
+find them by accident.
 
 ``top(share)`` is the share of pages with the most links in (true in-degree,
 counted over the whole graph), the yardstick for "important pages first".
