@@ -255,9 +255,16 @@ class DiskQueues:
 
 
 def _pop_best(window: list[QueueItem], rank: Rank) -> QueueItem:
-    """The item of highest rank out of the heap: ranks are read now, so cash a
-    queued URL got since it entered the window counts (O(window))."""
-    best = max(range(len(window)), key=lambda i: (rank(window[i][2]), -window[i][0], -window[i][1]))
+    """The item of highest rank out of the heap, ties to the first in depth order:
+    ranks are read now, so cash a queued URL got since it entered the window
+    counts. O(window), and a heapify only when the pick is not the last item."""
+    ranks = [rank(item[2]) for item in window]
+    top = max(ranks)
+    if ranks[0] == top:  # the first in depth order is among the best (all alike, often)
+        return heapq.heappop(window)
+    best = ranks.index(top)
+    if ranks.count(top) > 1:
+        best = min((i for i, r in enumerate(ranks) if r == top), key=lambda i: window[i][:2])
     item = window[best]
     last = window.pop()
     if best < len(window):
