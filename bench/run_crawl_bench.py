@@ -95,6 +95,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--tdmrep", action="store_true", help="trawler --tdmrep: each host's tdmrep.json too"
     )
+    parser.add_argument("--priority", choices=["depth", "importance"], help="trawler --priority")
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/crawl")
     parser.add_argument(
         "--profile",
@@ -151,6 +152,8 @@ def crawl_command(args: argparse.Namespace, data: Path) -> list[str]:
         cmd += ["--max-pages", str(args.max_pages)]
     if args.parse_processes is not None:
         cmd += ["--parse-processes", str(args.parse_processes)]
+    if args.priority:
+        cmd += ["--priority", args.priority]
     return cmd + (["--tdmrep"] if args.tdmrep else [])
 
 

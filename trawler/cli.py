@@ -64,6 +64,11 @@ class Render(StrEnum):
     always = "always"
 
 
+class Priority(StrEnum):
+    depth = "depth"
+    importance = "importance"
+
+
 class RenderResources(StrEnum):
     same_host = "same-host"
     all = "all"
@@ -110,6 +115,7 @@ def crawl(
     revisit_min: Annotated[float | None, typer.Option("--revisit-min", help="Shortest interval between two visits of a page, seconds [3600].")] = None,
     revisit_max: Annotated[float | None, typer.Option("--revisit-max", help="Longest interval between two visits of a page, seconds [30 days].")] = None,
     revisit_policy: Annotated[RevisitPolicy | None, typer.Option("--revisit-policy", help="optimal: the intervals that keep most pages fresh for the fetches proportional would make (pages changing too often for that are visited less); proportional: visit a page as often as it changes [optimal].")] = None,
+    priority: Annotated[Priority | None, typer.Option(help="The order of each host's queue and of new hosts' first visits: depth (shallowest first) or importance (most OPIC cash first: pages many pages link to); embedded frontier only [depth].")] = None,
     render: Annotated[Render | None, typer.Option(help="Run pages' JavaScript in chromium: never, auto (pages that look like an application shell; a host whose renders add nothing is rendered no more) or always [never].")] = None,
     render_resources: Annotated[RenderResources | None, typer.Option(help="Subresources a rendered page may load, each through the crawler's politeness: same-host, all or none; never images, media or fonts [same-host].")] = None,
     render_concurrency: Annotated[int | None, typer.Option(help="Pages rendered at a time (browser contexts) [2].")] = None,
@@ -213,7 +219,7 @@ _CONFIG_PARAMS = {
     "max_links_per_page": "max_links_per_page", "robots_retry_wait": "robots_retry_waits_s",
     "parse_processes": "parse_processes", "parse_time_limit": "parse_time_limit_s",
     "recrawl": "recrawl", "revisit_min": "revisit_min_s", "revisit_max": "revisit_max_s",
-    "revisit_policy": "revisit_policy",
+    "revisit_policy": "revisit_policy", "priority": "priority",
     "render": "render", "render_resources": "render_resources",
     "render_concurrency": "render_concurrency", "render_timeout": "render_timeout_s",
 }  # fmt: skip
@@ -222,7 +228,7 @@ _CONFIG_PARAMS = {
 def cli_settings(params: dict[str, Any]) -> dict[str, Any]:
     """The crawl options the user gave, as CrawlConfig fields (None = not given)."""
     settings = {field: params.get(name) for name, field in _CONFIG_PARAMS.items()}
-    for name in ("scope", "render", "render_resources", "revisit_policy"):
+    for name in ("scope", "render", "render_resources", "revisit_policy", "priority"):
         if isinstance(value := settings[name], Enum):
             settings[name] = value.value
     return settings

@@ -55,6 +55,8 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
             cfg = build_config(cli_settings(params), params.get("config"))
         except ConfigError as exc:
             fail(str(exc))
+        if cfg.priority != "depth":  # the Redis queues are FIFOs (frontier/redis.py)
+            fail("--priority importance needs the embedded frontier (trawler crawl)")
         # Every seed is checked (exit 2 naming a bad one) before the job exists.
         with read_seeds(params.get("seeds") or [], params.get("seeds_file"), cfg) as spool:
             if not spool.count:

@@ -101,6 +101,9 @@ class CrawlConfig(BaseModel):
     # revisit_policy.py: intervals for the freshest copies at the fetches the
     # proportional schedule (1/rate) would make, or that proportional schedule.
     revisit_policy: Literal["optimal", "proportional"] = "optimal"
+    # The order of each host's queue and of new hosts' first visits (issue 18):
+    # depth (shallowest first) or importance (OPIC cash first: frontier/importance.py).
+    priority: Literal["depth", "importance"] = "depth"
     # JavaScript rendering (issue 16, render/): never, auto (application shells, learnt
     # per host: render/shell.py) or always; whose subresources a rendered page loads.
     render: Literal["never", "auto", "always"] = "never"

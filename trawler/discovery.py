@@ -18,6 +18,7 @@ from trawler.analysis import AnalysisPool
 from trawler.blocklist import Blocklist
 from trawler.config import CrawlConfig
 from trawler.frontier.base import Frontier
+from trawler.frontier.importance import Importance
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML
 from trawler.records import CrawlRequest, FetchResult, PageRecord
@@ -47,6 +48,7 @@ class Discovery:
         self.blocklist = blocklist
         self.counters = counters
         self.seed_hosts: set[str] = set()  # the seeds' hosts, kept with the job
+        self.importance: Importance | None = None  # the frontier's (--priority importance)
 
     def widen_scope(self, hosts: Iterable[str]) -> None:
         """Seed hosts are in scope, and their sitemaps are read."""
@@ -88,6 +90,8 @@ class Discovery:
             discovered = self._not_blocked(discovered)
         fresh = await frontier.filter_new(discovered)
         unit.discovered = self.links.within_host_budget(fresh)
+        if self.importance is not None:  # --priority importance: its cash to its links
+            self.importance.spread(request, discovered, unit.discovered)
         return page
 
     def alias_request(self, target: str, request: CrawlRequest) -> list[CrawlRequest]:

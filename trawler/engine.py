@@ -156,6 +156,7 @@ class Crawler:
             await self.rendering.start()
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
+        self.discovery.importance = getattr(self.frontier, "importance", None)
         self._opened = True
         if self.config.max_pages_per_host is not None:
             self.links.admitted.update(await self.backend.host_url_counts())

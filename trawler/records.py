@@ -23,6 +23,7 @@ class CrawlRequest:
     lastmod: str | None = None  # <lastmod> of the sitemap entry that listed this URL
     revisit: object | None = None  # kind "revisit": the page's RevisitState (recrawl_lanes.py)
     changefreq: str | None = None  # <changefreq> of the sitemap entry that listed this URL
+    importance: float = 0.0  # --priority importance: the OPIC cash it carries while leased
 
 
 @dataclass(slots=True)

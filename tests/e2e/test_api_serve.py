@@ -97,6 +97,7 @@ BAD_BODIES = [
     ({"seeds": ["http://example.com/"], "concurrency": 0}, ["body", "concurrency"]),
     ({"seeds": ["http://example.com/"], "robots_agent": "bad token!"}, ["body", "robots_agent"]),
     ({"seeds": ["http://example.com/"], "no_such_option": 1}, ["body", "no_such_option"]),
+    ({"seeds": ["http://example.com/"], "priority": "pagerank"}, ["body", "priority"]),
     ({"seeds": []}, ["body", "seeds"]),
     ({"seeds": ["ftp://example.com/"]}, ["body", "seeds", 0]),
     ({"seeds": ["http://example.com/", "http://127.0.0.1/"]}, ["body", "seeds", 1]),

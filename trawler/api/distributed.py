@@ -84,8 +84,11 @@ class DistributedJobs:
         return (await self._threaded(self._with_numbers, [info]))[0]
 
     async def create_job(self, config: CrawlConfig, seeds: list[str]) -> JobInfo:
+        from trawler.api.jobspec import invalid
         from trawler.worker import seed_job
 
+        if config.priority != "depth":  # the Redis queues are FIFOs (frontier/redis.py)
+            raise invalid(("priority",), "importance order needs the embedded frontier")
         with SeedSpool() as spool:
             for url in seeds:
                 spool.add(url)

@@ -100,6 +100,7 @@ class JobRequest(BaseModel):
     max_attempts: int | None = None
     max_links_per_page: int | None = None
     robots_retry_wait: list[float] | None = None
+    priority: Literal["depth", "importance"] | None = None
     render: Literal["never", "auto", "always"] | None = None
     render_resources: Literal["same-host", "all", "none"] | None = None
     render_concurrency: int | None = None

@@ -35,7 +35,7 @@ import heapq
 import itertools
 import sqlite3
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from trawler.records import CrawlRequest
@@ -48,6 +48,7 @@ CHUNK = 10_000  # rows per executemany: a huge batch is written in bounded piece
 Key = tuple[int, int]  # (depth, seq): the order of a host's queue
 QueueItem = tuple[int, int, CrawlRequest]
 BEFORE_ALL: Key = (-1, -1)
+Rank = Callable[[CrawlRequest], float]  # higher first (frontier/importance.py)
 
 _REFILL = (
     "SELECT depth, seq, url, parent_url, fp, attempts, kind, lastmod, changefreq FROM urls"
@@ -190,14 +191,18 @@ class DiskQueues:
         self.queued += 1
         return new
 
-    def pop(self, host: str) -> CrawlRequest | None:
-        """Lease the host's first URL (None if it has none after all)."""
+    def pop(self, host: str, rank: Rank | None = None) -> CrawlRequest | None:
+        """Lease the host's first URL (None if it has none after all); with ``rank``,
+        the window's URL it ranks highest (ties: the first), not the first."""
         queue = self._queues[host]
         if not queue.window:
             self._refill(host, queue)
             if not queue.window:
                 return None
-        depth, seq, request = heapq.heappop(queue.window)
+        if rank is None:
+            depth, seq, request = heapq.heappop(queue.window)
+        else:
+            depth, seq, request = _pop_best(queue.window, rank)
         queue.count -= 1
         self.queued -= 1
         if self.window is not None:
@@ -247,6 +252,25 @@ class DiskQueues:
         kept = sorted(queue.window)[:limit]
         queue.window = kept  # a sorted list is a heap
         queue.cursor = (kept[-1][0], kept[-1][1])
+
+
+def _pop_best(window: list[QueueItem], rank: Rank) -> QueueItem:
+    """The item of highest rank out of the heap, ties to the first in depth order:
+    ranks are read now, so cash a queued URL got since it entered the window
+    counts. O(window), and a heapify only when the pick is not the last item."""
+    ranks = [rank(item[2]) for item in window]
+    top = max(ranks)
+    if ranks[0] == top:  # the first in depth order is among the best (all alike, often)
+        return heapq.heappop(window)
+    best = ranks.index(top)
+    if ranks.count(top) > 1:
+        best = min((i for i, r in enumerate(ranks) if r == top), key=lambda i: window[i][:2])
+    item = window[best]
+    last = window.pop()
+    if best < len(window):
+        window[best] = last
+        heapq.heapify(window)
+    return item
 
 
 def _chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:

@@ -44,14 +44,16 @@ from collections.abc import Callable, Sequence
 
 from trawler.frontier.disk_queue import WINDOW, DiskQueues
 from trawler.frontier.hosts import HostTable
+from trawler.frontier.importance import Importance
 from trawler.frontier.restart_state import RestartState
 from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
 from trawler.politeness import HostClaim, HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 from trawler.recrawl_lanes import REVISIT, RevisitLanes
 
-# (next_allowed_at, sequence, host): the ready-heap order.
-ReadyEntry = tuple[float, int, str]
+# (next_allowed_at, sequence, host): the ready-heap order. With --priority importance
+# the hosts not contacted yet go by -(their cash) instead of the sequence.
+ReadyEntry = tuple[float, float, str]
 
 
 class SqliteFrontier:
@@ -62,6 +64,7 @@ class SqliteFrontier:
         unproven_limit: int | None = None,  # None: no cap
         window: int = WINDOW,  # URLs of a host held in memory once load() opens the disk
         hosts: HostTable | None = None,  # the process's; None: one of its own
+        importance: Importance | None = None,  # --priority importance; None: depth order
     ) -> None:
         self.policy = policy
         self._hosts = hosts if hosts is not None else HostTable()
@@ -84,6 +87,7 @@ class SqliteFrontier:
         self._kept = RestartState(clock)
         self._revisits = RevisitLanes()  # due revisits beside the queues (recrawl_lanes.py)
         self.seen_rows_read = 0  # rows load() read to rebuild the seen set
+        self.importance = importance
 
     # -- durable side (writer thread) -------------------------------------------
     def load(self, conn: sqlite3.Connection) -> None:
@@ -152,6 +156,9 @@ class SqliteFrontier:
     def enqueue(self, requests: Sequence[CrawlRequest]) -> None:
         """Schedule committed URLs: new ones, or leased ones handed back."""
         queues, committed = self._queues, []
+        if self.importance is not None:
+            for request in requests:
+                self.importance.queued(request)
         for request in requests:
             if queues.push(request):
                 committed.append(request.fp)
@@ -165,6 +172,8 @@ class SqliteFrontier:
 
     async def next(self) -> CrawlRequest | None:
         while not self._closed:
+            if self.importance is not None and self.importance.risen:
+                self._rerank(self.importance)
             heads = self._heads()
             if not heads:
                 if self._leased == 0 and self._nothing_queued():
@@ -254,7 +263,11 @@ class SqliteFrontier:
         slot.in_heap_at = None
         request = self._revisits.take(host, self._queues.has_queued(host))  # whose turn
         if request is None and self._revisits.discovery:
-            request = self._queues.pop(host)
+            importance = self.importance
+            if importance is None:
+                request = self._queues.pop(host)
+            elif (request := self._queues.pop(host, importance.rank)) is not None:
+                importance.leased(request)
         if request is None:  # its count was off; nothing of it is queued
             return None
         slot.busy = True
@@ -437,8 +450,28 @@ class SqliteFrontier:
         if not self._revisits.schedulable(slot.host, self._queues.has_queued(slot.host)):
             return
         slot.in_heap_at = slot.next_allowed_at
-        heapq.heappush(self._heap_of(slot), (slot.next_allowed_at, next(self._seq), slot.host))
+        heap = self._heap_of(slot)
+        heapq.heappush(heap, (slot.next_allowed_at, self._order(heap, slot.host), slot.host))
         self._changed.set()
+
+    def _order(self, heap: list[ReadyEntry], host: str) -> float:
+        """The tie-break among hosts ready at the same time: first come, first served;
+        with --priority importance, the hosts not contacted yet by their cash."""
+        if self.importance is not None and heap is self._untried:
+            return -self.importance.host_rank(host)
+        return next(self._seq)
+
+    def _rerank(self, importance: Importance) -> None:
+        """Hosts waiting for their first visit whose cash rose go up the heap: a new
+        entry under the same time (the old one is dropped as stale once either is
+        leased: ``in_heap_at`` is cleared then)."""
+        for host in importance.risen:
+            slot = self._slots.get(host)
+            if slot is None or slot.in_heap_at is None or slot.busy:
+                continue
+            if self._heap_of(slot) is self._untried:
+                heapq.heappush(self._untried, (slot.in_heap_at, -importance.host_rank(host), host))
+        importance.risen.clear()
 
     async def _wait(self, timeout: float | None) -> None:
         """Sleep until something changes (new URLs, a host freed) or ``timeout``.

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from trawler import __version__
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
+from trawler.frontier.importance import priority_options
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy, unproven_limit
 from trawler.store import search
@@ -142,7 +143,9 @@ class EmbeddedBackend:
         warc_dir.mkdir(parents=True, exist_ok=True)
         recover(warc_dir, self.store.warc_positions())
         policy = PolitenessPolicy.from_config(config)
-        self.frontier = SqliteFrontier(policy, unproven_limit=unproven_limit(config.concurrency))
+        self.frontier = SqliteFrontier(
+            policy, unproven_limit=unproven_limit(config.concurrency), **priority_options(config)
+        )
         self.frontier.load(self.conn)
         self.dedup = ContentDedup(config.near_duplicate_bits)
         self.dedup.load(self.store.content_fingerprints())
