@@ -139,6 +139,7 @@ class RedisFrontier:
         self._jp = self.keys.job_prefix(0)  # job-wide keys outside the scripts
         self._hp = self.keys.host_prefix(0)
         self._turn = 0  # the bucket next() starts from
+        self._known: dict[int, tuple[float, bool]] = {}  # bucket -> nothing ready until, done
         self._inflight_bucket: dict[int, int] = {}  # fp -> bucket, of _inflight
         self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
         self._robots = SharedRobots(client, f"{options.prefix}:", self._jp, health)
@@ -224,12 +225,14 @@ class RedisFrontier:
         """
         head = [self.options.seen_base_bits, self.options.max_pages_per_host or 0]
         for bucket, group in self._by_bucket(new_requests):
+            self._known.pop(bucket, None)
             for chunk in chunks(group):
                 if await self._run("COMMIT", [*head, *commit_new_args(chunk)], bucket):
                     self._wake.set()
         if pages_stored is not None and self.options.max_pages is not None:
             await self._run("PAGES", [pages_stored])
         for bucket, group in self._by_bucket(done):
+            self._known.pop(bucket, None)
             for chunk in chunks(group):
                 args = commit_done_args(chunk, self._inflight)
                 await self._run("COMMIT", [*head, *args], bucket)
@@ -267,37 +270,53 @@ class RedisFrontier:
         return None
 
     async def _next_reply(self, args: list[str | int]) -> Any:
-        """NEXT on one Redis; on buckets, sweeps until one hands out a URL, or two in
-        a row find them all done with the same URLs added (see the module's doc)."""
+        """NEXT on one Redis; on buckets, a sweep that skips the buckets known to have
+        nothing ready (``_known``); when all look done, sweeps of every bucket until
+        two in a row find them all done with the same URLs added (module doc)."""
         if self.keys.buckets == 1:
             return await self._run("NEXT", args)
+        reply, _marks = await self._sweep(args, skip_known=True)
         marks: dict[int, Any] | None = None
-        while True:
-            reply, done_marks = await self._sweep(args)
+        while reply[0] == 0:
+            reply, done_marks = await self._sweep(args, skip_known=False)
             if reply[0] != 0 or done_marks == marks:
                 return reply
             marks = done_marks
+        return reply
 
-    async def _sweep(self, args: list[str | int]) -> tuple[Any, dict[int, Any]]:
+    async def _sweep(self, args: list[str | int], skip_known: bool) -> tuple[Any, dict[int, Any]]:
         """NEXT on each bucket from the next in turn: the first URL handed out, else
         the shortest wait ({1, -1}: nothing ready), else {0} with each bucket's count
-        of URLs added."""
-        n = self.keys.buckets
+        of URLs added. A bucket that had nothing ready is left alone until its wait
+        ends, at most ``max_wait_s`` (this worker's own changes to it forget that)."""
+        n, now = self.keys.buckets, time.monotonic()
         start, self._turn = self._turn, (self._turn + 1) % n
-        waits: list[int] = []
+        waits: list[float] = []
         marks: dict[int, Any] = {}
         for bucket in ((start + i) % n for i in range(n)):
+            until, done = self._known.get(bucket, (0.0, False))
+            if skip_known and until > now:
+                if not done:
+                    waits.append(until - now)
+                continue
             reply = await self._run("NEXT", args, bucket)
             if reply[0] == 2:
                 return reply, {}
+            wait_s = self.options.max_wait_s if reply[0] == 0 or reply[1] < 0 else reply[1] / 1000
+            self._known[bucket] = (time.monotonic() + min(wait_s, self.options.max_wait_s),
+                                   reply[0] == 0)  # fmt: skip
             if reply[0] == 0:
                 marks[bucket] = reply[1:]
             else:
-                waits.append(int(reply[1]))
+                waits.append(-1 if reply[1] < 0 else reply[1] / 1000)
         if not waits:
             return [0], marks
         ready = [w for w in waits if w >= 0]
-        return [1, min(ready) if ready else -1], marks
+        return [1, round(min(ready) * 1000) if ready else -1], marks
+
+    def _changed(self, host: str) -> None:
+        """This worker changed the host's bucket: look at it on the next sweep."""
+        self._known.pop(self.keys.bucket_of(host), None)
 
     async def _wait_wake(self, wait_s: float) -> None:
         if wait_s > 0:
@@ -323,6 +342,7 @@ class RedisFrontier:
         args: list[str | bytes | int] = [self.worker_id, key, encode_request(request)]
         args += [request.host, request.depth, ms(delay_s)]
         await self._run("RETRY_LATER", args, self.keys.bucket_of(request.host))
+        self._changed(request.host)
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
@@ -337,6 +357,7 @@ class RedisFrontier:
         args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
         args += [health.consecutive_failures, self._clock.to_redis(health.paused_until)]
         await self._run("FINISH", args, self.keys.bucket_of(host))
+        self._changed(host)
         self._wake.set()
 
     async def acquire_host(self, host: str) -> None:
@@ -389,6 +410,7 @@ class RedisFrontier:
         args: list[str | bytes | int] = [self.worker_id, key, payload, request.host]
         args += [request.depth, ms(delay_s)]
         await self._run("HAND_BACK", args, self.keys.bucket_of(request.host))
+        self._changed(request.host)
         self._wake.set()
 
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
