@@ -85,8 +85,23 @@ def transient_redis_error(exc: BaseException) -> bool:
     # a cluster whose shard is down or failing over, or a slot moving
     if isinstance(exc, ClusterDownError | TryAgainError | MasterDownError):
         return True
+    if _torn_connection(exc):
+        return True
     message = str(exc)  # in a pipeline: "Command # 1 (...) of pipeline caused error: ('BUSY..."
     return isinstance(exc, ResponseError) and (message.startswith("BUSY") or "('BUSY " in message)
+
+
+def _torn_connection(exc: BaseException) -> bool:
+    """redis-py's cluster client closes a node's connections when it reads the
+    cluster's layout again (a shard restarting) under the calls using them: the
+    write finds no socket (an AttributeError on None, seen in a kill -9 of a shard)
+    before anything is sent, so the call may be sent again."""
+    if not isinstance(exc, AttributeError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.endswith("redis/asyncio/connection.py")
 
 
 @dataclass(slots=True)
