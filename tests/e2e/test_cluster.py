@@ -4,6 +4,7 @@ buckets (frontier/redis_keys.py), pages in PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,13 @@ def test_two_workers_crawl_over_a_cluster_politely(
     assert len(gaps) == 6 and min(gaps.values()) >= 0.3 - CLOCK_SLACK_S, gaps
     sizes = [int(cluster.cli(node, "dbsize")) for node in cluster.nodes]
     assert min(sizes) > 0, sizes  # every shard held part of the frontier
+    stats = subprocess.run(
+        [*TRAWLER, "stats", "--redis", cluster.url, "--postgres", fresh_postgres_url,
+         "--job", job, "--json"], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stats.returncode == 0, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert counts["urls_discovered"] == len(set(fetched)) and counts["urls_queued"] == 0
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "kill9"])

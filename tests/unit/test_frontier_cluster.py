@@ -26,6 +26,7 @@ from trawler.politeness import PolitenessPolicy
 pytestmark = pytest.mark.timeout(90)
 req = contract.req
 own_redis = contract.own_redis  # the fixture: a private redis-server per test
+_redis = contract.TestRedisFrontier  # tests borrowed by the cluster's contract
 
 
 class TestBucketedRedisFrontier(contract.TestRedisFrontier):
@@ -129,17 +130,13 @@ class TestClusterFrontier(contract.FrontierContract):
         for frontier in frontiers:
             await frontier.aclose()
 
-    test_commit_is_idempotent = contract.TestRedisFrontier.test_commit_is_idempotent
-    test_two_workers_share_hosts_politely = (
-        contract.TestRedisFrontier.test_two_workers_share_hosts_politely
+    test_commit_is_idempotent = _redis.test_commit_is_idempotent
+    test_two_workers_share_hosts_politely = _redis.test_two_workers_share_hosts_politely
+    test_expired_lease_goes_to_another_worker = _redis.test_expired_lease_goes_to_another_worker
+    test_host_politeness_is_shared_across_jobs = _redis.test_host_politeness_is_shared_across_jobs
+    test_robots_answers_are_shared_by_profile_and_errors_within_the_job = (
+        _redis.test_robots_answers_are_shared_by_profile_and_errors_within_the_job
     )
-    test_expired_lease_goes_to_another_worker = (
-        contract.TestRedisFrontier.test_expired_lease_goes_to_another_worker
-    )
-    test_host_politeness_is_shared_across_jobs = (
-        contract.TestRedisFrontier.test_host_politeness_is_shared_across_jobs
-    )
-    test_robots_answers_are_shared_by_profile_and_errors_within_the_job = contract.TestRedisFrontier.test_robots_answers_are_shared_by_profile_and_errors_within_the_job
 
     async def test_keys_are_on_every_master(self, make, own_cluster: LocalCluster) -> None:
         h = await make()
