@@ -80,11 +80,10 @@ def test_a_shard_restarted_mid_crawl(
 
 def test_cluster_limits_are_usage_errors(tmp_path: Path, fresh_postgres_url: str) -> None:
     url = "redis+cluster://127.0.0.1:1"  # refused before any connection
-    for option in (["--max-pages", "5"], ["--recrawl"]):
-        out = subprocess.run(
-            [*TRAWLER, "submit", "http://a.test/", "--redis", url, "--postgres",
-             fresh_postgres_url, *option],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+    connect = ["--redis", url, "--postgres", fresh_postgres_url]
+    for command in (["submit", "http://a.test/", *connect, "--max-pages", "5"],
+                    ["submit", "http://a.test/", *connect, "--recrawl"],
+                    ["recrawl", *connect], ["serve", *connect, "--port", "0"]):  # fmt: skip
+        out = subprocess.run([*TRAWLER, *command], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and "single Redis" in out.stderr, out.stderr

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlsplit
 
-from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
-
 CLUSTER_SCHEME = "redis+cluster"
 CLUSTER_BUCKETS = 16  # per job; each a slot, spread over the masters
 
@@ -40,6 +38,8 @@ def is_cluster_url(url: str) -> bool:
 @cache
 def bucket_tag(bucket: int, buckets: int) -> str:
     """A hash tag whose slot falls in the bucket's share of the slot space."""
+    from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot  # the CLI imports this module
+
     span = REDIS_CLUSTER_HASH_SLOTS / buckets
     low, high = int(bucket * span), int((bucket + 1) * span)
     for n in range(1_000_000):
