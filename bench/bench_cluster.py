@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/cluster")
     args = parser.parse_args()
     work = args.work / uuid.uuid4().hex[:8]
+    work.mkdir(parents=True)
     pg = start_postgres(work / "pg")
     single = start_redis(work / "redis")
     cluster: LocalCluster = start_cluster(work / "cluster")
