@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work / uuid.uuid4().hex[:8]
     work.mkdir(parents=True)
-    pg = start_postgres(work / "pg")
+    pg = start_postgres(work)
     single = start_redis(work / "redis")
     cluster: LocalCluster = start_cluster(work / "cluster")
     cli = str(Path(single.binary).with_name("redis-cli"))
