@@ -69,9 +69,9 @@ def one_run(name: str, url: str, cli: list[list[str]], pg_url: str, args, work: 
         scripts, total = calls(cli)
     finally:
         served.process.terminate()
-    stats = subprocess.run([*TRAWLER, "stats", "--postgres", pg_url, "--job", job, "--json"],
-                           capture_output=True, text=True, check=True)  # fmt: skip
-    pages = json.loads(stats.stdout)["storage"]["pages"]
+    export = [*TRAWLER, "export", "--postgres", pg_url, "--job", job, "--include-noindex"]
+    rows = subprocess.run(export, capture_output=True, text=True, check=True)
+    pages = len(rows.stdout.splitlines())
     return {"frontier": name, "pages": pages, "wall_s": round(wall_s, 1),
             "pages_per_s": round(pages / wall_s, 1), "scripts_per_page": round(scripts / pages, 2),
             "commands_per_page": round(total / pages, 1)}  # fmt: skip
