@@ -23,7 +23,7 @@ DataOpt = Annotated[
     Path, typer.Option("--data", envvar="TRAWLER_DATA", help="Crawl data directory.")
 ]
 DEFAULT_DATA = Path("trawler-data")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster")  # frontier/redis_keys.py
 
 
 class ReaderGone(Exception):
@@ -50,7 +50,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 def check_redis_url(value: str | None) -> str | None:
     """Option callback: a Redis URL, or a bad option (exit 2) before any connection."""
     if value is not None and urlsplit(value).scheme not in REDIS_SCHEMES:
-        raise typer.BadParameter(f"{value!r} is not a Redis URL (redis://host:6379/0)")
+        raise typer.BadParameter(
+            f"{value!r} is not a Redis URL (redis://host:6379/0, redis+cluster://host:port)"
+        )
     return value
 
 

@@ -43,13 +43,15 @@ While a worker holds a host, the host's politeness state lives in a local
 writes it back. Its monotonic times and Redis times convert through the offset
 ``RedisClock`` measures against ``TIME`` (redis_conn.py).
 
-Redis Cluster: the scripts build per-host keys from the host popped off the
-ready ZSET, which only a single Redis allows. To shard, we would keep each
-job's keys on one shard (the ``{job}`` tag) and move the host step out of the
-job script: next() pops a candidate on the job's shard, claims the host with
-a second script on the host's shard (``{host}`` tag) and, when the claim
-fails, pushes the candidate back with a retry score. The job-side lease stays
-the recovery point, so a crash between the two steps loses nothing.
+Redis Cluster (``redis+cluster://``, redis_keys.py): the layout above is
+bucket 0 of one; on a cluster the hosts are split into buckets, each with its
+hash tag, and the keys above (``ready``, leases, holds, counters, seen set, host
+hashes) exist once per bucket, holding its hosts. Each script call runs in one
+bucket; next() polls the buckets in turn, from a different one each call, and
+the job is done when two sweeps in a row find every bucket empty with no URL
+added in between (a URL's children are added before it is acknowledged, so
+work moving from one bucket to another is seen by one of the sweeps).
+--max-pages and revisits need job-wide keys and are single-Redis only.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from trawler.frontier import redis_scripts as lua
 from trawler.frontier.hosts import HostTable
@@ -76,6 +78,7 @@ from trawler.frontier.redis_codec import (
     ms,
 )
 from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
+from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
 from trawler.frontier.redis_revisits import RedisRevisits, decode_entry
 from trawler.frontier.redis_robots import SharedRobots
 from trawler.frontier.redis_seen import SEEN_BASE_BITS
@@ -101,6 +104,8 @@ class RedisFrontierOptions:
     # The job's budgets, over all its workers (redis_budget.py); None: no limit.
     max_pages: int | None = None
     max_pages_per_host: int | None = None
+    # Host buckets (redis_keys.py); 0: 1 on one Redis, CLUSTER_BUCKETS on a cluster.
+    buckets: int = 0
 
 
 class RedisFrontier:
@@ -127,8 +132,15 @@ class RedisFrontier:
         self.worker_id = options.worker_id or uuid.uuid4().hex
         if " " in self.worker_id:
             raise ValueError("worker id must not contain spaces")
-        self._jp = f"{options.prefix}:{{{options.job_id}}}:"
-        self._hp = f"{options.prefix}:host:"
+        buckets = options.buckets or (CLUSTER_BUCKETS if _is_cluster(client) else 1)
+        if buckets > 1 and options.max_pages:
+            raise ValueError("--max-pages needs a single Redis, not a Redis Cluster")
+        self.keys = KeySpace(options.prefix, options.job_id, buckets)
+        self._jp = self.keys.job_prefix(0)  # job-wide keys outside the scripts
+        self._hp = self.keys.host_prefix(0)
+        self._turn = 0  # the bucket next() starts from
+        self._known: dict[int, tuple[float, bool]] = {}  # bucket -> nothing ready until, done
+        self._inflight_bucket: dict[int, int] = {}  # fp -> bucket, of _inflight
         self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
         self._robots = SharedRobots(client, f"{options.prefix}:", self._jp, health)
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
@@ -188,12 +200,13 @@ class RedisFrontier:
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Drop URLs in the seen set and repeats; commit() marks the rest seen."""
         unique = list({r.fp: r for r in requests}.values())
-        fresh: list[CrawlRequest] = []
-        for chunk in chunks(unique):
-            fps = [fp8(r.fp) for r in chunk]
-            seen = await self._run("SEEN", [self.options.seen_base_bits, *fps])
-            fresh += [r for r, known in zip(chunk, seen, strict=True) if not known]
-        return fresh
+        fresh: set[int] = set()
+        for bucket, group in self._by_bucket(unique):
+            for chunk in chunks(group):
+                fps = [fp8(r.fp) for r in chunk]
+                seen = await self._run("SEEN", [self.options.seen_base_bits, *fps], bucket)
+                fresh.update(r.fp for r, known in zip(chunk, seen, strict=True) if not known)
+        return [r for r in unique if r.fp in fresh]
 
     async def commit(
         self,
@@ -211,17 +224,21 @@ class RedisFrontier:
         commit, for --max-pages (redis_budget.py); recorded before the leases end.
         """
         head = [self.options.seen_base_bits, self.options.max_pages_per_host or 0]
-        for chunk in chunks(new_requests):
-            if await self._run("COMMIT", [*head, *commit_new_args(chunk)]):
-                self._wake.set()
+        for bucket, group in self._by_bucket(new_requests):
+            self._known.pop(bucket, None)
+            for chunk in chunks(group):
+                if await self._run("COMMIT", [*head, *commit_new_args(chunk)], bucket):
+                    self._wake.set()
         if pages_stored is not None and self.options.max_pages is not None:
             await self._run("PAGES", [pages_stored])
-        for chunk in chunks(done):
-            args = commit_done_args(chunk, self._inflight)
-            await self._run("COMMIT", [*head, *args])
-            for r in chunk:
-                self._inflight.pop(r.fp, None)
-            self._wake.set()
+        for bucket, group in self._by_bucket(done):
+            self._known.pop(bucket, None)
+            for chunk in chunks(group):
+                args = commit_done_args(chunk, self._inflight)
+                await self._run("COMMIT", [*head, *args], bucket)
+                for r in chunk:
+                    self._inflight.pop(r.fp, None)
+                self._wake.set()
 
     async def next(self) -> CrawlRequest | None:
         opts = self.options
@@ -235,7 +252,7 @@ class RedisFrontier:
                                      int(self.revisits_continuous),
                                      opts.max_pages or 0]  # fmt: skip
             try:
-                reply = await self._run("NEXT", args)
+                reply = await self._next_reply(args)
             except OutageAbandoned:
                 return None  # stopping while Redis is down: like close()
             if reply[0] == 0 and not self.revisits_continuous:
@@ -244,12 +261,62 @@ class RedisFrontier:
                 payload, host, depth = reply[1], reply[2].decode(), int(reply[3])
                 request = decode_entry(payload, host, depth)
                 self._inflight[request.fp] = payload
+                self._inflight_bucket[request.fp] = self.keys.bucket_of(host)
                 self._hold(request.host, *reply[4:])
                 return request
             idle = reply[0] == 0 or reply[1] < 0  # nothing ready (0: only pages to come due)
             wait_s = opts.max_wait_s if idle else min(reply[1] / 1000, opts.max_wait_s)
             await self._wait_wake(wait_s)
         return None
+
+    async def _next_reply(self, args: list[str | int]) -> Any:
+        """NEXT on one Redis; on buckets, a sweep that skips the buckets known to have
+        nothing ready (``_known``); when all look done, sweeps of every bucket until
+        two in a row find them all done with the same URLs added (module doc)."""
+        if self.keys.buckets == 1:
+            return await self._run("NEXT", args)
+        reply, _marks = await self._sweep(args, skip_known=True)
+        marks: dict[int, Any] | None = None
+        while reply[0] == 0:
+            reply, done_marks = await self._sweep(args, skip_known=False)
+            if reply[0] != 0 or done_marks == marks:
+                return reply
+            marks = done_marks
+        return reply
+
+    async def _sweep(self, args: list[str | int], skip_known: bool) -> tuple[Any, dict[int, Any]]:
+        """NEXT on each bucket from the next in turn: the first URL handed out, else
+        the shortest wait ({1, -1}: nothing ready), else {0} with each bucket's count
+        of URLs added. A bucket that had nothing ready is left alone until its wait
+        ends, at most ``max_wait_s`` (this worker's own changes to it forget that)."""
+        n, now = self.keys.buckets, time.monotonic()
+        start, self._turn = self._turn, (self._turn + 1) % n
+        waits: list[float] = []
+        marks: dict[int, Any] = {}
+        for bucket in ((start + i) % n for i in range(n)):
+            until, done = self._known.get(bucket, (0.0, False))
+            if skip_known and until > now:
+                if not done:
+                    waits.append(until - now)
+                continue
+            reply = await self._run("NEXT", args, bucket)
+            if reply[0] == 2:
+                return reply, {}
+            wait_s = self.options.max_wait_s if reply[0] == 0 or reply[1] < 0 else reply[1] / 1000
+            self._known[bucket] = (time.monotonic() + min(wait_s, self.options.max_wait_s),
+                                   reply[0] == 0)  # fmt: skip
+            if reply[0] == 0:
+                marks[bucket] = reply[1:]
+            else:
+                waits.append(-1 if reply[1] < 0 else reply[1] / 1000)
+        if not waits:
+            return [0], marks
+        ready = [w for w in waits if w >= 0]
+        return [1, round(min(ready) * 1000) if ready else -1], marks
+
+    def _changed(self, host: str) -> None:
+        """This worker changed the host's bucket: look at it on the next sweep."""
+        self._known.pop(self.keys.bucket_of(host), None)
 
     async def _wait_wake(self, wait_s: float) -> None:
         if wait_s > 0:
@@ -273,7 +340,9 @@ class RedisFrontier:
         """
         key = lease_key(self._inflight.pop(request.fp, b"") or encode_request(request))
         args: list[str | bytes | int] = [self.worker_id, key, encode_request(request)]
-        await self._run("RETRY_LATER", [*args, request.host, request.depth, ms(delay_s)])
+        args += [request.host, request.depth, ms(delay_s)]
+        await self._run("RETRY_LATER", args, self.keys.bucket_of(request.host))
+        self._changed(request.host)
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
@@ -287,7 +356,8 @@ class RedisFrontier:
         ]
         args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
         args += [health.consecutive_failures, self._clock.to_redis(health.paused_until)]
-        await self._run("FINISH", args)
+        await self._run("FINISH", args, self.keys.bucket_of(host))
+        self._changed(host)
         self._wake.set()
 
     async def acquire_host(self, host: str) -> None:
@@ -295,7 +365,7 @@ class RedisFrontier:
         while True:
             if host not in self._held:
                 args: list[str | int] = [self.worker_id, lease_ms, host, *self._gap_args()]
-                reply = await self._run("ACQUIRE", args)
+                reply = await self._run("ACQUIRE", args, self.keys.bucket_of(host))
                 if reply[0] == 1:
                     self._hold(host, *reply[1:])
                     break
@@ -314,7 +384,8 @@ class RedisFrontier:
 
     async def _store_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
         value = "" if crawl_delay_s is None else repr(crawl_delay_s)
-        await self._call(lambda: self.redis.hset(self._hp + host, "crawl_delay", value))
+        key = self.keys.host_key(host)
+        await self._call(lambda: self.redis.hset(key, "crawl_delay", value))
 
     def host_wait_s(self, host: str) -> float:
         slot = self._held.get(host)
@@ -323,7 +394,8 @@ class RedisFrontier:
     async def wait_host_ready(self, host: str) -> None:
         slot = self._held.get(host)
         if slot is None:  # not held: read the shared state
-            next_ms = await self._call(lambda: self.redis.hget(self._hp + host, "next"))
+            key = self.keys.host_key(host)
+            next_ms = await self._call(lambda: self.redis.hget(key, "next"))
             slot = HostSlot(host, next_allowed_at=self._clock.to_local(float(next_ms or 0)))
         delay = slot.next_allowed_at - time.monotonic()
         if delay > 0:
@@ -336,7 +408,9 @@ class RedisFrontier:
         payload = self._inflight.pop(request.fp, b"") or encode_request(request)
         key = lease_key(payload)
         args: list[str | bytes | int] = [self.worker_id, key, payload, request.host]
-        await self._run("HAND_BACK", [*args, request.depth, ms(delay_s)])
+        args += [request.depth, ms(delay_s)]
+        await self._run("HAND_BACK", args, self.keys.bucket_of(request.host))
+        self._changed(request.host)
         self._wake.set()
 
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
@@ -397,9 +471,15 @@ class RedisFrontier:
         """Push back the expiry of this worker's URL leases and host holds."""
         if not self._inflight and not self._held:
             return
-        fps = [lease_key(payload) for payload in self._inflight.values()]
         lease_ms = ms(self.options.lease_timeout_s)
-        await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *self._held])
+        where = self._inflight_bucket
+        self._inflight_bucket = {fp: where.get(fp, 0) for fp in self._inflight}
+        for bucket in self.keys.all_buckets():
+            fps = [lease_key(payload) for fp, payload in self._inflight.items()
+                   if self._inflight_bucket[fp] == bucket]  # fmt: skip
+            hosts = [host for host in self._held if self.keys.bucket_of(host) == bucket]
+            if fps or hosts:
+                await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *hosts], bucket)
 
     async def stats(self) -> tuple[int, int, int]:
         """Exact (queued, leased, active hosts) of the job, from Redis."""
@@ -408,7 +488,10 @@ class RedisFrontier:
 
     async def urls_seen(self) -> int:
         """Size of the job's seen set: every URL discovered (for `trawler stats`)."""
-        buckets = [key async for key in self.redis.scan_iter(match=self._jp + "seen:*", count=1000)]
+        buckets = []
+        for bucket in self.keys.all_buckets():
+            match = self.keys.job_prefix(bucket) + "seen:*"
+            buckets += [key async for key in self.redis.scan_iter(match=match, count=1000)]
         total = 0
         for start in range(0, len(buckets), 1000):
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -418,13 +501,24 @@ class RedisFrontier:
         return total
 
     # -- internals ---------------------------------------------------------------
-    async def _run(self, name: str, args: Sequence[str | bytes | int]) -> Any:
+    async def _run(self, name: str, args: Sequence[str | bytes | int], bucket: int = 0) -> Any:
+        """A script on one bucket's keys; the key named routes it to its shard."""
         script = self._scripts[name]
+        jp = self.keys.job_prefix(bucket)
+        keys = [jp + "ready"]
         if name == "SEEN":
-            return await self._call(lambda: script(args=[self._jp, *args]))
-        return await self._call(
-            lambda: script(args=[self._jp, self._hp, self.options.job_id, *args])
-        )
+            return await self._call(lambda: script(keys=keys, args=[jp, *args]))
+        full = [jp, self.keys.host_prefix(bucket), self.options.job_id, *args]
+        return await self._call(lambda: script(keys=keys, args=full))
+
+    def _by_bucket(self, requests: Sequence[CrawlRequest]) -> list[tuple[int, list[CrawlRequest]]]:
+        """The requests grouped by their host's bucket, in order within each."""
+        if self.keys.buckets == 1:
+            return [(0, list(requests))] if requests else []
+        groups: dict[int, list[CrawlRequest]] = {}
+        for r in requests:
+            groups.setdefault(self.keys.bucket_of(r.host), []).append(r)
+        return sorted(groups.items())
 
     async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Every Redis call goes through here: retried through an outage (see outage.py)."""
@@ -464,13 +558,16 @@ class RedisFrontier:
     async def _refresh_stats(self) -> None:
         async def read() -> list[Any]:
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.get(self._jp + "queued")
-                pipe.zcard(self._jp + "lease_exp")
-                pipe.zcard(self._jp + "held")
+                for bucket in self.keys.all_buckets():
+                    jp = self.keys.job_prefix(bucket)
+                    pipe.get(jp + "queued")
+                    pipe.zcard(jp + "lease_exp")
+                    pipe.zcard(jp + "held")
                 return cast(list[Any], await pipe.execute())
 
-        queued, leased, held = await self._call(read)
-        self._stats = (int(queued or 0), leased, held)
+        counts = await self._call(read)
+        queued = sum(int(n or 0) for n in counts[0::3])
+        self._stats = (queued, sum(counts[1::3]), sum(counts[2::3]))
 
     async def _keep_alive(self) -> None:
         """Renew leases well before they expire; refresh stats and the clock offset."""
@@ -495,6 +592,10 @@ class RedisFrontier:
                 if not transient_redis_error(exc):
                     raise
                 continue  # Redis is restarting or busy: try again on the next round
+
+
+def _is_cluster(client: Redis) -> bool:
+    return isinstance(client, RedisCluster)
 
 
 def _text(value: bytes | str) -> str:

@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, MasterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from trawler.frontier.redis_keys import is_cluster_url
 
 CLOCK_SYNC_S = 30.0
 MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
@@ -29,6 +33,9 @@ MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
 # redis-py's 5 s default, a script slower than that was cut off and sent again
 # while Redis was still running it: run twice, and BUSY for everyone meanwhile.
 SOCKET_TIMEOUT_S = 30.0
+# A cluster client has a pool per node that raises when full instead of
+# blocking: room for every task of a worker (one per request in flight).
+CLUSTER_MAX_CONNECTIONS = 1024
 
 
 def connect_redis(
@@ -44,11 +51,26 @@ def connect_redis(
     are the ``ServiceHealth``'s to ride out (and to log once).
     """
     retry = Retry(ExponentialBackoff(cap=0.25, base=0.05), 3)
+    if is_cluster_url(url):
+        return connect_cluster(url, retry, socket_timeout_s)
     pool = BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=60, retry=retry,
         retry_on_error=[RedisConnectionError], socket_timeout=socket_timeout_s,
     )  # fmt: skip
     return Redis(connection_pool=pool)
+
+
+def connect_cluster(url: str, retry: Retry, socket_timeout_s: float) -> Redis:
+    """A Redis Cluster client from ``redis+cluster://[:password@]host:port``, any one
+    node: the others are found from it. Typed as a Redis: the frontier uses the
+    commands both have (scripts, single-key commands, pipelines without MULTI)."""
+    parts = urlsplit(url)
+    plain = urlunsplit(("redis", parts.netloc, "", "", ""))
+    client = RedisCluster.from_url(
+        plain, max_connections=CLUSTER_MAX_CONNECTIONS, retry=retry,
+        socket_timeout=socket_timeout_s,
+    )  # fmt: skip
+    return cast(Redis, client)
 
 
 def transient_redis_error(exc: BaseException) -> bool:
@@ -60,8 +82,26 @@ def transient_redis_error(exc: BaseException) -> bool:
     """
     if isinstance(exc, RedisConnectionError | RedisTimeoutError):
         return True
+    # a cluster whose shard is down or failing over, or a slot moving
+    if isinstance(exc, ClusterDownError | TryAgainError | MasterDownError):
+        return True
+    if _torn_connection(exc):
+        return True
     message = str(exc)  # in a pipeline: "Command # 1 (...) of pipeline caused error: ('BUSY..."
     return isinstance(exc, ResponseError) and (message.startswith("BUSY") or "('BUSY " in message)
+
+
+def _torn_connection(exc: BaseException) -> bool:
+    """redis-py's cluster client closes a node's connections when it reads the
+    cluster's layout again (a shard restarting) under the calls using them: the
+    write finds no socket (an AttributeError on None, seen in a kill -9 of a shard)
+    before anything is sent, so the call may be sent again."""
+    if not isinstance(exc, AttributeError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.endswith("redis/asyncio/connection.py")
 
 
 @dataclass(slots=True)

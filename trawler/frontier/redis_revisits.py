@@ -175,6 +175,8 @@ class RedisRevisits:
     async def begin_poll(self, turn_s: float) -> tuple[int, int]:
         """(poll number, revisits pending); number 0: another worker is feeding."""
         f = self.frontier
+        if f.keys.buckets > 1:
+            raise ValueError("revisits need a single Redis, not a Redis Cluster")
         args: list[Any] = [f._jp, f.worker_id, ms(turn_s)]
         poll, pending = await f._call(lambda: self._begin(args=args))
         return int(poll), int(pending)

@@ -6,9 +6,10 @@ into Redis are formatted with ``%.0f``: Lua 5.1 turns numbers into strings
 with ``%.14g``, which would round depth*1e12 + sequence scores.
 
 Key layout (see redis.py): ARGV[1] is the job prefix ``trawler:{job}:`` and
-ARGV[2] the host prefix ``trawler:host:``; per-host keys are built inside the
-scripts, which a single Redis allows and Redis Cluster does not (redis.py
-explains how we would shard).
+ARGV[2] the host prefix ``trawler:host:``, or a host bucket's two prefixes with
+one hash tag on a Redis Cluster (redis_keys.py); per-host keys are built inside
+the scripts from them, so every key a call touches is in the slot of the one key
+it names, KEYS[1] (the bucket's ``ready``), by which the cluster routes it.
 
 A queued URL is an entry (redis_codec.py: the URL, its parent, its 8-byte
 fingerprint last) at the back of the LIST ``l:<depth>:<host>``; the ZSET
@@ -186,7 +187,7 @@ end
 
 # ARGV: jp, hp, job, worker, lease_ms, busy_retry_ms, reclaim_limit, gap_ms, max_crawl_delay_ms,
 # revisits (1: the job's revisit lanes are read too), max_pages (0: none; redis_budget.py)
-# -> {0} done | {1, wait_ms} (-1: nothing ready)
+# -> {0[, URLs added]} done | {1, wait_ms} (-1: nothing ready)
 # | {2, payload, host, depth, next, crawl_delay, health...}
 NEXT = (
     PRELUDE
@@ -206,7 +207,8 @@ for _ = 1, 16 do
     if tonumber(redis.call('GET', jp .. 'queued') or 0) <= 0
         and redis.call('ZCARD', jp .. 'lease_exp') == 0
         and redis.call('ZCARD', jp .. 'delayed') == 0 then
-      return {0}
+      -- with the URLs ever added here: a sweep over buckets compares them (redis.py)
+      return {0, redis.call('HGET', jp .. 'seenmeta', 'count') or '0'}
     end
     return {1, -1}
   end
