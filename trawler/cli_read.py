@@ -35,6 +35,12 @@ from trawler.cli_common import (
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
+    parquet = "parquet"
+    wacz = "wacz"
+
+
+# Formats that are no text stream: written to a file only (--output).
+FILE_FORMATS = (ExportFormat.parquet, ExportFormat.wacz)
 
 
 def register(app: typer.Typer) -> None:
@@ -45,15 +51,17 @@ def register(app: typer.Typer) -> None:
 
 def export(
     data: DataOpt = DEFAULT_DATA,
-    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl, csv, parquet (typed columns, page text too) or wacz (the job's WARCs, indexed, with a pages list); parquet and wacz need --output.")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
     versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
+    warc_dir: Annotated[list[Path] | None, typer.Option("--warc-dir", help="--format wacz: where the job's WARC files are (repeat for each worker's); required with --postgres [the job's warc/ in DATA].")] = None,
 ) -> None:  # fmt: skip
-    """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
+    """Write one row per fetched URL (streaming) as JSON lines, CSV or Parquet; `kind`
+    says what it is. Or package the job's WARC files as a WACZ (--format wacz)."""
     from trawler.cli_dist import export_job
     from trawler.export import write_export
     from trawler.store.kinds import parse_kinds
@@ -66,16 +74,25 @@ def export(
         kinds = parse_kinds(kind)
     except ValueError as exc:
         fail(str(exc))
+    _check_format(format, output, kinds, include_noindex, versions, warc_dir, postgres)
+    if format is ExportFormat.wacz:  # the whole job: every row names a WARC file
+        kinds, include_noindex, versions = parse_kinds("all"), True, "all"
     conn = open_crawl_data(data, job) if postgres is None else None
+    warc_dirs = tuple(warc_dir or ())
+    if format is ExportFormat.wacz and conn is not None and not warc_dirs:
+        warc_dirs = (_job_dir(data, job) / "warc",)  # the embedded job's (jobs/layout.py)
     try:
         with _output(output) as out:
             if conn is not None:
-                count = write_export(conn, out, format.value, include_noindex, kinds, versions)
+                count = write_export(conn, out, format.value, include_noindex, kinds, versions,
+                                     warc_dirs=warc_dirs)  # fmt: skip
             else:
                 assert postgres is not None and job is not None
                 export = export_job(postgres, job, out, format.value, include_noindex, kinds,
-                                    versions)  # fmt: skip
+                                    versions, warc_dirs)  # fmt: skip
                 count = run_connected(export)
+    except FileNotFoundError as exc:  # a WARC file the job's rows name (wacz)
+        fail(str(exc), EXIT_FAILED)
     except KeyError:
         fail(f"no job {job!r} in the database")
     except sqlite3.Error as exc:
@@ -89,6 +106,32 @@ def export(
             conn.close()
     if output:
         typer.echo(f"{count} rows written to {output}", err=True)
+
+
+def _check_format(
+    format: ExportFormat, output: Path | None, kinds: frozenset[str], include_noindex: bool,
+    versions: str, warc_dir: list[Path] | None, postgres: str | None,
+) -> None:  # fmt: skip
+    """Bad combinations of export options: one line, exit 2."""
+    from trawler.store.kinds import DEFAULT_EXPORT_KINDS
+
+    if format in FILE_FORMATS and output is None:
+        fail(f"--format {format.value} writes a file: give --output FILE")
+    if format is not ExportFormat.wacz:
+        if warc_dir:
+            fail("--warc-dir goes with --format wacz")
+        return
+    if kinds != DEFAULT_EXPORT_KINDS or include_noindex or versions != "latest":
+        fail("--format wacz packages the whole job: --kind, --include-noindex and"
+             " --versions do not apply")  # fmt: skip
+    if postgres is not None and not warc_dir:
+        fail("--format wacz with --postgres needs --warc-dir (the workers' WARC directories)")
+
+
+def _job_dir(data: Path, job: str | None) -> Path:
+    from trawler.jobs.layout import find_job_dir
+
+    return find_job_dir(data, job)  # found already by open_crawl_data
 
 
 @contextmanager
