@@ -163,3 +163,52 @@ def _tiny_crawl(tmp_path: Path) -> Path:
     finally:
         served.process.terminate()
         served.process.wait(10)
+
+
+def _one_line_usage_error(out: subprocess.CompletedProcess[str], says: str) -> None:
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert says in out.stderr
+
+
+def test_bad_option_combinations_exit_2_with_one_line(tmp_path: Path) -> None:
+    data = ["--data", str(tmp_path / "nothing-here")]
+    wacz = ["--format", "wacz", "-o", str(tmp_path / "x.wacz")]
+    for args, says in (
+        (["--format", "parquet"], "--format parquet writes a file: give --output FILE"),
+        (["--format", "wacz"], "--format wacz writes a file"),
+        ([*wacz, "--kind", "robots"], "--format wacz packages the whole job"),
+        ([*wacz, "--versions", "all"], "--format wacz packages the whole job"),
+        ([*wacz, "--include-noindex"], "--format wacz packages the whole job"),
+        (["--format", "jsonl", "--warc-dir", str(tmp_path)], "--warc-dir goes with --format wacz"),
+        ([*wacz, "--postgres", "postgresql://127.0.0.1:9/x", "--job", "j"], "needs --warc-dir"),
+        (["--format", "orc", "-o", str(tmp_path / "x")], "orc"),
+    ):
+        _one_line_usage_error(run_trawler("export", *data, *args), says)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_failed_parquet_export_keeps_the_old_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "trawler.db").write_bytes(b"\x00" * 4096)  # not a database
+    target = tmp_path / "pages.parquet"
+    target.write_bytes(b"old")
+    out = run_trawler("export", "--data", str(data), "-o", str(target), "--format", "parquet")
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "pages.parquet"]
+
+
+def test_wacz_of_a_missing_warc_is_one_line_and_no_file(tmp_path: Path) -> None:
+    data = _tiny_crawl(tmp_path)
+    target = tmp_path / "crawl.wacz"
+    elsewhere = tmp_path / "empty"
+    elsewhere.mkdir()
+    out = run_trawler("export", "--data", str(data), "--format", "wacz", "-o", str(target),
+                      "--warc-dir", str(elsewhere))  # fmt: skip
+    assert out.returncode == 1
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert f"of the job is in none of: {elsewhere}" in out.stderr
+    assert not target.exists() and not list(tmp_path.glob(".crawl.wacz.*"))
