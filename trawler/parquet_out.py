@@ -19,9 +19,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-ROW_GROUP_ROWS = 50_000
-# Page text dominates a row's size: a group of long pages is cut early.
-ROW_GROUP_BYTES = 64 * 1024 * 1024
+ROW_GROUP_ROWS = 20_000
+# Page text dominates a row's size: a group of long pages is cut early. The writer
+# holds a group about four times over (Python strings, Arrow arrays, encoded pages):
+# 16 MB of text peaks near 100 MB above the process's base (bench/RESULTS.md).
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+# Columns of few distinct values, dictionary-encoded; URLs and text are mostly unique,
+# and a dictionary tried on them costs memory and time for nothing.
+DICTIONARY_COLUMNS = frozenset({
+    "status", "content_type", "depth", "kind", "error", "warc_file", "rendered",
+    "sitemap_changefreq", "decision", "noindex", "attempt",
+})  # fmt: skip
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 # The type of every column an export row may have (store/sqlite_export.py
@@ -89,7 +97,8 @@ class ParquetRowWriter:
         self.count = 0
         self._schema = schema
         self._group_rows, self._group_bytes = group_rows, group_bytes
-        self._writer = pq.ParquetWriter(sink, schema, compression="zstd")
+        dictionary = [name for name in schema.names if name in DICTIONARY_COLUMNS]
+        self._writer = pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=dictionary)
         self._columns: dict[str, list] = {name: [] for name in schema.names}
         self._rows = self._bytes = 0
 
