@@ -181,6 +181,25 @@ async def export_job(
         await store.close()
 
 
+async def export_attempts_job(postgres: str, job_id: str, out: Any, fmt: str) -> int:
+    """`trawler export --attempts --postgres`: the job's fetch log; returns how many rows."""
+    from trawler.export import open_row_writer
+    from trawler.export_attempts import ATTEMPT_COLUMNS, aiter_attempts
+
+    store = await _connect_store(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        async with store.pool.connection() as conn, conn.transaction():
+            writer = open_row_writer(out, fmt, ATTEMPT_COLUMNS)
+            async with contextlib.aclosing(aiter_attempts(conn, job_id)) as rows:
+                async for row in rows:
+                    writer.write(row)
+            writer.close()
+        return writer.count
+    finally:
+        await store.close()
+
+
 async def job_versions(
     postgres: str, job_id: str, url: str | None, latest_only: bool, out: Any, text: bool
 ) -> int:

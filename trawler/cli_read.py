@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
 
@@ -58,6 +58,7 @@ def export(
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
     versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
+    attempts: Annotated[bool, typer.Option("--attempts", help="Export the fetch log instead: a row per fetch attempt, retries included (url, attempt, started_at, duration_s, status, error, decision).")] = False,
     warc_dir: Annotated[list[Path] | None, typer.Option("--warc-dir", help="--format wacz: where the job's WARC files are (repeat for each worker's); required with --postgres [the job's warc/ in DATA].")] = None,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines, CSV or Parquet; `kind`
@@ -75,6 +76,9 @@ def export(
     except ValueError as exc:
         fail(str(exc))
     _check_format(format, output, kinds, include_noindex, versions, warc_dir, postgres)
+    if attempts:
+        _export_attempts(data, format, output, postgres, job, kinds, include_noindex, versions)
+        return
     if format is ExportFormat.wacz:  # the whole job: every row names a WARC file
         kinds, include_noindex, versions = parse_kinds("all"), True, "all"
     conn = open_crawl_data(data, job) if postgres is None else None
@@ -91,21 +95,26 @@ def export(
                 export = export_job(postgres, job, out, format.value, include_noindex, kinds,
                                     versions, warc_dirs)  # fmt: skip
                 count = run_connected(export)
-    except FileNotFoundError as exc:  # a WARC file the job's rows name (wacz)
-        fail(str(exc), EXIT_FAILED)
-    except KeyError:
-        fail(f"no job {job!r} in the database")
-    except sqlite3.Error as exc:
-        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
-    except BrokenPipeError:
-        raise  # the reader of stdout left: cli.main ends quietly
-    except OSError as exc:
-        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    except Exception as exc:
+        _export_failed(exc, data, job, output)
     finally:
         if conn is not None:
             conn.close()
     if output:
         typer.echo(f"{count} rows written to {output}", err=True)
+
+
+def _export_failed(exc: Exception, data: Path, job: str | None, output: Path | None) -> NoReturn:
+    """An export's error as one line (or re-raised when it is no error of ours)."""
+    if isinstance(exc, FileNotFoundError):  # a WARC file the job's rows name (wacz)
+        fail(str(exc), EXIT_FAILED)
+    if isinstance(exc, KeyError):
+        fail(f"no job {job!r} in the database")
+    if isinstance(exc, sqlite3.Error):
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    raise exc  # the reader of stdout left (cli.main ends quietly), or a bug
 
 
 def _check_format(
@@ -126,6 +135,37 @@ def _check_format(
              " --versions do not apply")  # fmt: skip
     if postgres is not None and not warc_dir:
         fail("--format wacz with --postgres needs --warc-dir (the workers' WARC directories)")
+
+
+def _export_attempts(
+    data: Path, format: ExportFormat, output: Path | None, postgres: str | None,
+    job: str | None, kinds: frozenset[str], include_noindex: bool, versions: str,
+) -> None:  # fmt: skip
+    """`export --attempts`: the fetch log, in any row format."""
+    from trawler.cli_dist import export_attempts_job
+    from trawler.export_attempts import write_attempts
+    from trawler.store.kinds import DEFAULT_EXPORT_KINDS
+
+    if format is ExportFormat.wacz:
+        fail("--attempts exports rows: not --format wacz")
+    if kinds != DEFAULT_EXPORT_KINDS or include_noindex or versions != "latest":
+        fail("--attempts exports the fetch log: --kind, --include-noindex and --versions"
+             " do not apply")  # fmt: skip
+    conn = open_crawl_data(data, job) if postgres is None else None
+    try:
+        with _output(output) as out:
+            if conn is not None:
+                count = write_attempts(conn, out, format.value)
+            else:
+                assert postgres is not None and job is not None
+                count = run_connected(export_attempts_job(postgres, job, out, format.value))
+    except Exception as exc:
+        _export_failed(exc, data, job, output)
+    finally:
+        if conn is not None:
+            conn.close()
+    if output:
+        typer.echo(f"{count} rows written to {output}", err=True)
 
 
 def _job_dir(data: Path, job: str | None) -> Path:

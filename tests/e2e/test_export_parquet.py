@@ -80,6 +80,28 @@ def test_parquet_text_is_the_searched_text(
     assert page["url"] in hits, (word, hits)
 
 
+def test_attempts_as_parquet_equal_jsonl_and_count_every_try(
+    crawl_backend: CrawlBackend, testsite: Served, tmp_path: Path
+) -> None:
+    crawled = _crawl(crawl_backend, testsite)
+    target = tmp_path / "attempts.parquet"
+    out = run_trawler("export", *crawled.source, "--attempts", "--format", "parquet",
+                      "-o", str(target))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    expected = [json.loads(line) for line in crawled.export_text("--attempts").splitlines()]
+    assert sum(crawled.stats()["fetch_attempts"].values()) == len(expected) > 40
+    rows = pq.read_table(target).to_pylist()
+    assert len(rows) == len(expected)
+    for got, want in zip(rows, expected, strict=True):
+        got_at, want_at = got.pop("started_at"), want.pop("started_at")
+        assert abs(got_at.timestamp() - want_at) < 1e-6
+        assert got == want
+    assert {row["decision"] for row in expected} >= {"done"}
+    assert pq.read_schema(target).field("attempt").type == pa.int32()
+    usage = run_trawler("export", *crawled.source, "--attempts", "--kind", "robots")
+    assert usage.returncode == 2 and "--attempts exports the fetch log" in usage.stderr
+
+
 def _wacz_validate(path: Path) -> str:
     """`wacz validate -f PATH`'s verdict line (py-wacz 0.6 exits 0 either way)."""
     checked = subprocess.run(
