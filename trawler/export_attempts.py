@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from trawler.store.sqlite import has_table
@@ -30,7 +30,7 @@ def iter_attempts(conn: sqlite3.Connection) -> Iterator[dict]:
         yield dict(zip(ATTEMPT_COLUMNS, values, strict=True))
 
 
-async def aiter_attempts(conn: psycopg.AsyncConnection, job_id: str) -> AsyncIterator[dict]:
+async def aiter_attempts(conn: psycopg.AsyncConnection, job_id: str) -> AsyncGenerator[dict, None]:
     """A distributed job's attempt rows, oldest first, through a server-side cursor
     (in the caller's transaction)."""
     cursor = conn.cursor(name=f"attempts_{uuid.uuid4().hex[:8]}")
