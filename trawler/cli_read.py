@@ -101,7 +101,8 @@ def export(
         if conn is not None:
             conn.close()
     if output:
-        typer.echo(f"{count} rows written to {output}", err=True)
+        what = "pages listed in" if format is ExportFormat.wacz else "rows written to"
+        typer.echo(f"{count} {what} {output}", err=True)
 
 
 def _export_failed(exc: Exception, data: Path, job: str | None, output: Path | None) -> NoReturn:

@@ -125,6 +125,7 @@ def test_wacz_validates_and_holds_the_crawl(
                       *warc_dirs)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert _wacz_validate(target) == VALID
+    assert out.stderr.strip().endswith(f"pages listed in {target}")
 
     rows = crawled.export("--kind", "all")
     with zipfile.ZipFile(target) as package:
