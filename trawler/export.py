@@ -51,7 +51,8 @@ def with_text(fmt: str) -> bool:
 
 
 class RowSink(Protocol):
-    """What takes export rows: ``RowWriter`` or parquet_out's ``ParquetRowWriter``."""
+    """What takes export rows: ``RowWriter``, ``ParquetRowWriter`` (parquet_out.py) or
+    ``WaczWriter`` (wacz_out.py); ``close()`` finishes the output."""
 
     count: int
 
