@@ -182,10 +182,11 @@ def _connected(fail: Any, coroutine: Any) -> Any:
 
 async def export_job(
     postgres: str, job_id: str, out: Any, fmt: str, include_noindex: bool, kinds: frozenset[str],
-    versions: str = "latest",
+    versions: str = "latest", warc_dirs: tuple[Path, ...] = (),
 ) -> int:  # fmt: skip
-    """``versions``: a revisited page's latest version, or all (as export_versions.py)."""
-    from trawler.export import RowWriter
+    """``versions``: a revisited page's latest version, or all (as export_versions.py);
+    ``warc_dirs``: the workers' WARC directories (a WACZ's WARC files)."""
+    from trawler.export import open_row_writer, with_text
     from trawler.store import pg_versions
     from trawler.store.sqlite_export import EXPORT_COLUMNS
 
@@ -194,16 +195,38 @@ async def export_job(
         await store.get_job(job_id)  # KeyError for an unknown job
         # Generators closed at once, even when the reader of stdout is gone: their
         # transactions end before the pool closes.
-        pages = contextlib.aclosing(store.iter_pages(job_id, include_noindex, kinds=kinds))
+        text = with_text(fmt)
+        pages = contextlib.aclosing(store.iter_pages(job_id, include_noindex, kinds=kinds,
+                                                     with_text=text))  # fmt: skip
         async with pages as rows, store.pool.connection() as conn:
-            columns: tuple[str, ...] = EXPORT_COLUMNS
+            columns: tuple[str, ...] = (*EXPORT_COLUMNS, "text") if text else EXPORT_COLUMNS
             if await pg_versions.has_versions(conn, job_id):
                 rows = pg_versions.versioned_rows(conn, job_id, rows, versions)
-                columns = (*EXPORT_COLUMNS, "version")
-            writer = RowWriter(out, fmt, columns)
+                columns = (*columns, "version")
+            writer = open_row_writer(out, fmt, columns, warc_dirs)
             async with contextlib.aclosing(rows):
                 async for row in rows:
                     writer.write(row)
+            writer.close()
+        return writer.count
+    finally:
+        await store.close()
+
+
+async def export_attempts_job(postgres: str, job_id: str, out: Any, fmt: str) -> int:
+    """`trawler export --attempts --postgres`: the job's fetch log; returns how many rows."""
+    from trawler.export import open_row_writer
+    from trawler.export_attempts import ATTEMPT_COLUMNS, aiter_attempts
+
+    store = await _connect_store(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        async with store.pool.connection() as conn, conn.transaction():
+            writer = open_row_writer(out, fmt, ATTEMPT_COLUMNS)
+            async with contextlib.aclosing(aiter_attempts(conn, job_id)) as rows:
+                async for row in rows:
+                    writer.write(row)
+            writer.close()
         return writer.count
     finally:
         await store.close()

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, NoReturn, TextIO
 
 import typer
 
@@ -35,6 +35,12 @@ from trawler.cli_common import (
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
+    parquet = "parquet"
+    wacz = "wacz"
+
+
+# Formats that are no text stream: written to a file only (--output).
+FILE_FORMATS = (ExportFormat.parquet, ExportFormat.wacz)
 
 
 def register(app: typer.Typer) -> None:
@@ -45,15 +51,18 @@ def register(app: typer.Typer) -> None:
 
 def export(
     data: DataOpt = DEFAULT_DATA,
-    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl, csv, parquet (typed columns, page text too) or wacz (the job's WARCs, indexed, with a pages list); parquet and wacz need --output.")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
     versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
+    attempts: Annotated[bool, typer.Option("--attempts", help="Export the fetch log instead: a row per fetch attempt, retries included (url, attempt, started_at, duration_s, status, error, decision).")] = False,
+    warc_dir: Annotated[list[Path] | None, typer.Option("--warc-dir", help="--format wacz: where the job's WARC files are (repeat for each worker's); required with --postgres [the job's warc/ in DATA].")] = None,
 ) -> None:  # fmt: skip
-    """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
+    """Write one row per fetched URL (streaming) as JSON lines, CSV or Parquet; `kind`
+    says what it is. Or package the job's WARC files as a WACZ (--format wacz)."""
     from trawler.cli_dist import export_job
     from trawler.export import write_export
     from trawler.store.kinds import parse_kinds
@@ -66,29 +75,104 @@ def export(
         kinds = parse_kinds(kind)
     except ValueError as exc:
         fail(str(exc))
+    _check_format(format, output, kinds, include_noindex, versions, warc_dir, postgres)
+    if attempts:
+        _export_attempts(data, format, output, postgres, job, kinds, include_noindex, versions)
+        return
+    if format is ExportFormat.wacz:  # the whole job: every row names a WARC file
+        kinds, include_noindex, versions = parse_kinds("all"), True, "all"
+    conn = open_crawl_data(data, job) if postgres is None else None
+    warc_dirs = tuple(warc_dir or ())
+    if format is ExportFormat.wacz and conn is not None and not warc_dirs:
+        warc_dirs = (_job_dir(data, job) / "warc",)  # the embedded job's (jobs/layout.py)
+    try:
+        with _output(output) as out:
+            if conn is not None:
+                count = write_export(conn, out, format.value, include_noindex, kinds, versions,
+                                     warc_dirs=warc_dirs)  # fmt: skip
+            else:
+                assert postgres is not None and job is not None
+                export = export_job(postgres, job, out, format.value, include_noindex, kinds,
+                                    versions, warc_dirs)  # fmt: skip
+                count = run_connected(export)
+    except Exception as exc:
+        _export_failed(exc, data, job, output)
+    finally:
+        if conn is not None:
+            conn.close()
+    if output:
+        what = "pages listed in" if format is ExportFormat.wacz else "rows written to"
+        typer.echo(f"{count} {what} {output}", err=True)
+
+
+def _export_failed(exc: Exception, data: Path, job: str | None, output: Path | None) -> NoReturn:
+    """An export's error as one line (or re-raised when it is no error of ours)."""
+    if isinstance(exc, FileNotFoundError):  # a WARC file the job's rows name (wacz)
+        fail(str(exc), EXIT_FAILED)
+    if isinstance(exc, KeyError):
+        fail(f"no job {job!r} in the database")
+    if isinstance(exc, sqlite3.Error):
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    raise exc  # the reader of stdout left (cli.main ends quietly), or a bug
+
+
+def _check_format(
+    format: ExportFormat, output: Path | None, kinds: frozenset[str], include_noindex: bool,
+    versions: str, warc_dir: list[Path] | None, postgres: str | None,
+) -> None:  # fmt: skip
+    """Bad combinations of export options: one line, exit 2."""
+    from trawler.store.kinds import DEFAULT_EXPORT_KINDS
+
+    if format in FILE_FORMATS and output is None:
+        fail(f"--format {format.value} writes a file: give --output FILE")
+    if format is not ExportFormat.wacz:
+        if warc_dir:
+            fail("--warc-dir goes with --format wacz")
+        return
+    if kinds != DEFAULT_EXPORT_KINDS or include_noindex or versions != "latest":
+        fail("--format wacz packages the whole job: --kind, --include-noindex and"
+             " --versions do not apply")  # fmt: skip
+    if postgres is not None and not warc_dir:
+        fail("--format wacz with --postgres needs --warc-dir (the workers' WARC directories)")
+
+
+def _export_attempts(
+    data: Path, format: ExportFormat, output: Path | None, postgres: str | None,
+    job: str | None, kinds: frozenset[str], include_noindex: bool, versions: str,
+) -> None:  # fmt: skip
+    """`export --attempts`: the fetch log, in any row format."""
+    from trawler.cli_dist import export_attempts_job
+    from trawler.export_attempts import write_attempts
+    from trawler.store.kinds import DEFAULT_EXPORT_KINDS
+
+    if format is ExportFormat.wacz:
+        fail("--attempts exports rows: not --format wacz")
+    if kinds != DEFAULT_EXPORT_KINDS or include_noindex or versions != "latest":
+        fail("--attempts exports the fetch log: --kind, --include-noindex and --versions"
+             " do not apply")  # fmt: skip
     conn = open_crawl_data(data, job) if postgres is None else None
     try:
         with _output(output) as out:
             if conn is not None:
-                count = write_export(conn, out, format.value, include_noindex, kinds, versions)
+                count = write_attempts(conn, out, format.value)
             else:
                 assert postgres is not None and job is not None
-                export = export_job(postgres, job, out, format.value, include_noindex, kinds,
-                                    versions)  # fmt: skip
-                count = run_connected(export)
-    except KeyError:
-        fail(f"no job {job!r} in the database")
-    except sqlite3.Error as exc:
-        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
-    except BrokenPipeError:
-        raise  # the reader of stdout left: cli.main ends quietly
-    except OSError as exc:
-        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+                count = run_connected(export_attempts_job(postgres, job, out, format.value))
+    except Exception as exc:
+        _export_failed(exc, data, job, output)
     finally:
         if conn is not None:
             conn.close()
     if output:
         typer.echo(f"{count} rows written to {output}", err=True)
+
+
+def _job_dir(data: Path, job: str | None) -> Path:
+    from trawler.jobs.layout import find_job_dir
+
+    return find_job_dir(data, job)  # found already by open_crawl_data
 
 
 @contextmanager

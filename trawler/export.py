@@ -1,6 +1,6 @@
 """Streaming export of rows (pages, sitemaps, robots.txt fetches: store/kinds.py) as
-JSON lines or CSV (memory flat in crawl size), and the output file that appears only
-when complete."""
+JSON lines, CSV or Parquet (parquet_out.py; memory flat in crawl size), and the output
+file that appears only when complete."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import secrets
 import sqlite3
 import stat
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from trawler.export_versions import has_versions, versioned_rows
 from trawler.locks import create_locked, fsync_dir, if_abandoned
 from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
+
+PARQUET, WACZ = "parquet", "wacz"
 
 
 class RowWriter:
@@ -38,20 +40,58 @@ class RowWriter:
             self.out.write(json.dumps(row, ensure_ascii=False) + "\n")
         self.count += 1
 
+    def close(self) -> None:
+        """Nothing to finish: each row is written whole (Parquet's writer has a footer)."""
+
+
+def with_text(fmt: str) -> bool:
+    """Whether rows of this format carry the page's text: Parquet's do (columnar, so a
+    reader that wants metadata only never reads it); a JSONL or CSV row stays short."""
+    return fmt == PARQUET
+
+
+class RowSink(Protocol):
+    """What takes export rows: ``RowWriter``, ``ParquetRowWriter`` (parquet_out.py) or
+    ``WaczWriter`` (wacz_out.py); ``close()`` finishes the output."""
+
+    count: int
+
+    def write(self, row: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def open_row_writer(
+    out: TextIO, fmt: str, columns: tuple[str, ...], warc_dirs: tuple[Path, ...] = ()
+) -> RowSink:
+    """The writer of ``fmt`` rows to ``out`` (Parquet, WACZ: to its binary buffer; a
+    WACZ takes the WARC files the rows name from ``warc_dirs``)."""
+    if fmt == PARQUET:
+        from trawler.parquet_out import ParquetRowWriter, schema_for  # pyarrow: when asked
+
+        return ParquetRowWriter(out.buffer, schema_for(columns))
+    if fmt == WACZ:
+        from trawler.wacz_out import WaczWriter
+
+        return WaczWriter(out.buffer, warc_dirs)
+    return RowWriter(out, fmt, columns)
+
 
 def write_export(
     conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool, kinds: frozenset[str],
-    versions: str = "latest",
+    versions: str = "latest", warc_dirs: tuple[Path, ...] = (),
 ) -> int:  # fmt: skip
     """Write the embedded store's rows of these kinds to ``out``; returns how many.
-    ``versions``: a revisited page's latest version, or all (export_versions.py)."""
-    rows = iter_pages(conn, include_noindex, kinds)
-    columns: tuple[str, ...] = EXPORT_COLUMNS
+    ``versions``: a revisited page's latest version, or all (export_versions.py).
+    ``warc_dirs``: where a WACZ takes the job's WARC files from."""
+    rows = iter_pages(conn, include_noindex, kinds, with_text(fmt))
+    columns: tuple[str, ...] = (*EXPORT_COLUMNS, "text") if with_text(fmt) else EXPORT_COLUMNS
     if has_versions(conn):
-        rows, columns = versioned_rows(conn, rows, versions), (*EXPORT_COLUMNS, "version")
-    writer = RowWriter(out, fmt, columns)
+        rows, columns = versioned_rows(conn, rows, versions), (*columns, "version")
+    writer = open_row_writer(out, fmt, columns, warc_dirs)
     for row in rows:
         writer.write(row)
+    writer.close()
     return writer.count
 
 

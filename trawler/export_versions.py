@@ -32,18 +32,20 @@ def has_versions(conn: sqlite3.Connection) -> bool:
 
 
 def versioned_rows(conn: sqlite3.Connection, rows: Iterator[dict], which: str) -> Iterator[dict]:
-    """The export's rows with a ``version`` each (None for robots.txt fetches)."""
-    columns = ", ".join(("version", *FETCH_COLUMNS))
-    latest_sql = f"SELECT {columns} FROM page_versions WHERE url = ? AND version > 1"
-    latest_sql += " ORDER BY version DESC LIMIT 1"
-    all_sql = f"SELECT {columns} FROM page_versions WHERE url = ? AND version > 1 ORDER BY version"
+    """The export's rows with a ``version`` each (None for robots.txt fetches); a row
+    with ``text`` (Parquet) gets its version's text."""
+    order = " ORDER BY version DESC LIMIT 1" if which == "latest" else " ORDER BY version"
     for row in rows:
         if row.get("kind") == "robots":
             yield {**row, "version": None}
             continue
-        later = conn.execute(latest_sql if which == "latest" else all_sql, (row["url"],))
+        columns = ("version", *FETCH_COLUMNS, *(("text",) if "text" in row else ()))
+        later = conn.execute(
+            f"SELECT {', '.join(columns)} FROM page_versions WHERE url = ? AND version > 1"
+            + order, (row["url"],),
+        )  # fmt: skip
         newer = later.fetchall()
         if which == "all" or not newer:
             yield {**row, "version": 1}
         for version in newer:
-            yield {**row, **dict(zip(("version", *FETCH_COLUMNS), version, strict=True))}
+            yield {**row, **dict(zip(columns, version, strict=True))}

@@ -125,6 +125,24 @@ def test_export_latest_or_all_versions(recrawled: Recrawled) -> None:
     assert out.stdout.splitlines()[0].endswith(",kind,version")
 
 
+def test_parquet_export_carries_each_versions_text(recrawled: Recrawled, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    target = tmp_path / "all.parquet"
+    out = run_trawler("export", "--data", str(recrawled.data), "--versions", "all",
+                      "--format", "parquet", "-o", str(target))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with recrawled.db() as conn:
+        stored = conn.execute("SELECT url, version, text FROM page_versions").fetchall()
+    texts = {(url, version): text for url, version, text in stored}
+    rows = pq.read_table(target).to_pylist()
+    fast = [row for row in rows if row["url"].endswith("/fast-0")]
+    assert len(fast) > 2 and len({row["text"] for row in fast}) == len(fast)  # each differs
+    for row in rows:
+        if row["version"] is not None and row["version"] > 1:
+            assert row["text"] == texts[(row["url"], row["version"])]
+
+
 def test_estimated_rates_and_intervals_order_pages_by_change_rate(recrawled: Recrawled) -> None:
     # The rates are the estimator's (recrawl.py), whatever the policy. The intervals
     # scheduled are the optimal policy's (revisit_policy.py), which visits a page

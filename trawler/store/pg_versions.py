@@ -29,7 +29,7 @@ from trawler.revisit_policy import RevisitSchedule
 from trawler.safetext import safe_text
 from trawler.store.pg_versions_read import (
     HAS_VERSIONS,
-    NEWER,
+    newer_query,
     version_row,
     versions_query,
     with_versions,
@@ -232,6 +232,6 @@ async def versioned_rows(
     the embedded store; looked up per row (by primary key), so memory stays flat."""
     async for row in rows:
         newer = [] if row.get("kind") == "robots" else await (
-            await conn.execute(NEWER, (job_id, row["url"]))).fetchall()  # fmt: skip
+            await conn.execute(newer_query(row), (job_id, row["url"]))).fetchall()  # fmt: skip
         for version in with_versions(row, newer, which):
             yield version

@@ -18,6 +18,13 @@ NEWER_COLUMNS = ("version", *FETCH_COLUMNS)
 # A page's versions after the crawl's, by primary key: one lookup per exported row.
 NEWER = (f"SELECT {', '.join(NEWER_COLUMNS)} FROM page_versions WHERE job_id = %s"
          " AND url = %s AND version > 1 ORDER BY version")  # fmt: skip
+# The same with each version's text, for rows that carry text (Parquet exports).
+NEWER_TEXT = NEWER.replace(" FROM ", ", text FROM ", 1)
+
+
+def newer_query(row: dict) -> str:
+    """The query of ``row``'s later versions: with their text if the row has text."""
+    return NEWER_TEXT if "text" in row else NEWER
 
 
 def versions_query(job_id: str, url: str | None, latest_only: bool) -> tuple[str, list]:
@@ -49,8 +56,9 @@ def with_versions(row: dict, newer: list[tuple], which: str) -> Iterator[dict]:
         newer = newer[-1:]
     if which == "all" or not newer:
         yield {**row, "version": 1}
+    columns = (*NEWER_COLUMNS, "text") if "text" in row else NEWER_COLUMNS
     for version in newer:
-        yield {**row, **dict(zip(NEWER_COLUMNS, version, strict=True))}
+        yield {**row, **dict(zip(columns, version, strict=True))}
 
 
 # -- blocking, for the API's reader ------------------------------------------------------
@@ -71,5 +79,5 @@ def versioned_rows(
     """``rows`` (streamed by a server-side cursor of ``conn``) with their versions."""
     for row in rows:
         newer = [] if row.get("kind") == "robots" else conn.execute(
-            NEWER, (job_id, row["url"])).fetchall()  # fmt: skip
+            newer_query(row), (job_id, row["url"])).fetchall()  # fmt: skip
         yield from with_versions(row, newer, which)

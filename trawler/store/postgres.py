@@ -418,24 +418,26 @@ class PostgresStore:
         include_noindex: bool = False,
         batch_rows: int = 1000,
         kinds: frozenset[str] = DEFAULT_EXPORT_KINDS,
+        with_text: bool = False,
     ) -> AsyncIterator[dict]:
-        """Export rows (``EXPORT_COLUMNS``) of these kinds: pages in commit order,
-        robots.txt fetches merged in by fetch time, through server-side cursors in one
-        transaction: memory stays flat however large the crawl."""
+        """Export rows (``EXPORT_COLUMNS``, and ``text`` if ``with_text``) of these kinds:
+        pages in commit order, robots.txt fetches merged in by fetch time, through
+        server-side cursors in one transaction: memory stays flat however large the crawl."""
+        columns = (*EXPORT_COLUMNS, "text") if with_text else EXPORT_COLUMNS
         page_kinds = [name for name in EXPORT_KINDS if name in kinds and name != ROBOTS]
         where = "job_id = %s AND kind = ANY(%s)" + ("" if include_noindex else " AND NOT noindex")
-        pages_sql = f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages WHERE {where} ORDER BY id"
+        pages_sql = f"SELECT {', '.join(columns)} FROM pages WHERE {where} ORDER BY id"
         robots_sql = (
             f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches WHERE job_id = %s ORDER BY id"
         )
         async with self.pool.connection() as conn, conn.transaction():
             pages = _stream(conn, pages_sql, (job_id, page_kinds), batch_rows)
             rows: AsyncIterator[dict] = (
-                dict(zip(EXPORT_COLUMNS, values, strict=True)) async for values in pages
+                dict(zip(columns, values, strict=True)) async for values in pages
             )
             if ROBOTS in kinds:
                 robots = _stream(conn, robots_sql, (job_id,), batch_rows)
-                found = (robots_export_row(values, EXPORT_COLUMNS) async for values in robots)
+                found = (robots_export_row(values, columns) async for values in robots)
                 rows = amerge_rows(rows, found)
             async for row in rows:
                 yield row

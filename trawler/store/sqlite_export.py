@@ -60,29 +60,33 @@ def iter_pages(
     conn: sqlite3.Connection,
     include_noindex: bool = False,
     kinds: frozenset[str] = DEFAULT_EXPORT_KINDS,
+    with_text: bool = False,
 ) -> Iterator[dict]:
     """Stream export rows of these kinds: pages in commit order, robots.txt fetches
-    merged in by fetch time; memory stays flat however large the crawl."""
-    pages = _iter_page_rows(conn, include_noindex, kinds - {ROBOTS})
+    merged in by fetch time; memory stays flat however large the crawl. ``with_text``:
+    a ``text`` column too (a page's main text; None for robots.txt fetches)."""
+    columns = (*EXPORT_COLUMNS, "text") if with_text else EXPORT_COLUMNS
+    pages = _iter_page_rows(conn, include_noindex, kinds - {ROBOTS}, columns)
     if ROBOTS not in kinds or not has_table(conn, "robots_fetches"):
         return pages
     sql = f"SELECT {', '.join(ROBOTS_COLUMNS)} FROM robots_fetches ORDER BY id"
-    robots = (robots_export_row(row, EXPORT_COLUMNS) for row in conn.execute(sql))
+    robots = (robots_export_row(row, columns) for row in conn.execute(sql))
     return merge_rows(pages, robots)
 
 
 def _iter_page_rows(
-    conn: sqlite3.Connection, include_noindex: bool, kinds: frozenset[str]
-) -> Iterator[dict]:
+    conn: sqlite3.Connection, include_noindex: bool, kinds: frozenset[str],
+    columns: tuple[str, ...],
+) -> Iterator[dict]:  # fmt: skip
     if not kinds:
         return
     kind = kind_expression(conn)
     wanted = ", ".join(f"'{name}'" for name in EXPORT_KINDS if name in kinds)  # known names
     where = f"{kind} IN ({wanted})" + ("" if include_noindex else " AND NOT noindex")
-    columns = page_columns(conn)
-    cursor = conn.execute(f"SELECT {columns}, {kind} FROM pages WHERE {where} ORDER BY id")
-    for row in cursor:
-        yield typed_row(dict(zip(EXPORT_COLUMNS, row, strict=True)))
+    text = ", text" if "text" in columns else ""
+    sql = f"SELECT {page_columns(conn)}, {kind}{text} FROM pages WHERE {where} ORDER BY id"
+    for row in conn.execute(sql):
+        yield typed_row(dict(zip(columns, row, strict=True)))
 
 
 def kind_expression(conn: sqlite3.Connection) -> str:
