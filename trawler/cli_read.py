@@ -35,6 +35,7 @@ from trawler.cli_common import (
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
+    parquet = "parquet"
 
 
 def register(app: typer.Typer) -> None:
@@ -45,13 +46,14 @@ def register(app: typer.Typer) -> None:
 
 def export(
     data: DataOpt = DEFAULT_DATA,
-    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl or csv.")] = ExportFormat.jsonl,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl, csv, or parquet (with --graph).")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
     postgres: Annotated[str | None, typer.Option("--postgres", envvar="TRAWLER_POSTGRES", callback=check_postgres_url, help="Export a distributed job from PostgreSQL.")] = None,
     job: Annotated[str | None, typer.Option("--job", help="The job's id [the newest job in DATA]; required with --postgres.")] = None,
     versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
+    graph: Annotated[bool, typer.Option("--graph", help="The link graph instead: a row per link (from_url, to_url, anchor, rel, reason).")] = False,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines or CSV; `kind` says what it is."""
     from trawler.cli_dist import export_job
@@ -60,6 +62,11 @@ def export(
 
     if postgres is not None and job is None:
         fail("--postgres needs --job")
+    if graph:
+        _export_graph(data, format.value, output, postgres, job)
+        return
+    if format is ExportFormat.parquet:
+        fail("--format parquet is for --graph")
     if versions not in ("latest", "all"):
         fail(f"--versions must be latest or all, not {versions!r}")
     try:
@@ -89,6 +96,37 @@ def export(
             conn.close()
     if output:
         typer.echo(f"{count} rows written to {output}", err=True)
+
+
+def _export_graph(
+    data: Path, fmt: str, output: Path | None, postgres: str | None, job: str | None
+) -> None:
+    """`trawler export --graph`: the edge list (export_graph.py)."""
+    from trawler.cli_dist import export_job_graph
+    from trawler.export_graph import write_edges
+    from trawler.store.sqlite_graph import iter_edges
+
+    conn = open_crawl_data(data, job) if postgres is None else None
+    try:
+        with _output(output) as out:
+            if conn is not None:
+                count = write_edges(iter_edges(conn), out, fmt)
+            else:
+                assert postgres is not None and job is not None
+                count = run_connected(export_job_graph(postgres, job, out, fmt))
+    except KeyError:
+        fail(f"no job {job!r} in the database")
+    except sqlite3.Error as exc:
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: cli.main ends quietly
+    except OSError as exc:
+        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    finally:
+        if conn is not None:
+            conn.close()
+    if output:
+        typer.echo(f"{count} edges written to {output}", err=True)
 
 
 @contextmanager
