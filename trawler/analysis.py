@@ -136,7 +136,8 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     rejected = dict(links.rejected)
     links.rejected.clear()
     edges = page_edges(outcome.found, links, request.depth + 1, outcome.nofollow)
-    outcome.links, outcome.found = [], []
+    # Consumed: the requests and edges replace them (and a parser process sends neither).
+    outcome.links, outcome.found, outcome.nofollow = [], [], False
     elsewhere = _canonical_elsewhere(links.normalised, outcome.page, request)
     return Analysis(outcome, requests, rejected, elsewhere, edges)
 
