@@ -137,3 +137,11 @@ def inbound(crawled: Crawled, urls: list[str], tmp: Path) -> list[tuple[int, lis
         served.stop()
     assert all(answer.status_code == 200 for answer in answers), answers[0].text
     return [(a.json()["inbound_links"], a.json()["linked_from"]) for a in answers]
+
+
+def test_bad_export_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    parquet = run_trawler("export", "--data", str(tmp_path), "--format", "parquet")
+    assert parquet.returncode == 2 and "--format parquet is for --graph" in parquet.stderr
+    assert len(parquet.stderr.strip().splitlines()) == 1
+    pg = run_trawler("export", "--graph", "--postgres", "postgresql://127.0.0.1:1/x")
+    assert pg.returncode == 2 and pg.stderr.strip() == "trawler: error: --postgres needs --job"
