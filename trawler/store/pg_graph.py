@@ -9,7 +9,7 @@ with, so no edge is stored twice and none without its page.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -73,7 +73,7 @@ async def insert_page(
 
 async def iter_edges(
     conn: psycopg.AsyncConnection, job_id: str, batch_rows: int = 1000
-) -> AsyncIterator[dict]:
+) -> AsyncGenerator[dict, None]:
     """Every edge of the job (``EDGE_COLUMNS``) in commit order, each page's in
     document order, through a server-side cursor (in the caller's transaction)."""
     cursor = conn.cursor(name=f"edges_{uuid.uuid4().hex[:8]}")
