@@ -76,6 +76,7 @@ PARTS = {
     "persist_hosts": ("trawler.frontier.sqlite", "SqliteFrontier", "persist_hosts"),
     "fts": ("trawler.store.search", None, "index_pages_after"),
     "counters": ("trawler.store.sqlite", "SqliteStore", "add_counters"),
+    "insert_edges": ("trawler.store.sqlite_graph", None, "insert_edges"),  # the link graph
 }
 
 
@@ -88,10 +89,10 @@ class PartTimer:
 
     def __enter__(self) -> PartTimer:
         for name, (module_name, owner, attribute) in PARTS.items():
-            target: Any = sys.modules[module_name]
+            target: Any = sys.modules.get(module_name)  # None: not in the code measured
             if owner is not None:
                 target = getattr(target, owner)
-            if hasattr(target, attribute):
+            if target is not None and hasattr(target, attribute):
                 original = getattr(target, attribute)
                 setattr(target, attribute, self._timed(name, original))
                 self._undo.append((target, attribute, original))
@@ -120,6 +121,7 @@ class Pages:
         self.paths = [set(site.paths(i)) - {"/robots.txt", "/sitemap.xml"}
                       for i in range(site.spec.hosts)]  # fmt: skip
         self._parsed: dict[str, tuple[FetchResult, Outcome]] = {}
+        self.edges: dict[str, list] = {}  # the link graph's, where the code measured has one
 
     def in_web(self, url: str) -> bool:
         rest = url.split("://", 1)[-1]
@@ -136,7 +138,9 @@ class Pages:
             assert response is not None
             result = fetched(request.url, response.status, response.content_type,
                              response.body, n)  # fmt: skip
-            self._parsed[request.url] = (result, page_outcome(request, result, self.config, "x"))
+            outcome = page_outcome(request, result, self.config, "x")
+            self._parsed[request.url] = (result, outcome)
+            self.edges[request.url] = _edges(outcome, request.depth + 1)
         return self._parsed[request.url]
 
     def robots(self, host: str, n: int) -> tuple[FetchResult, Any]:
@@ -147,6 +151,21 @@ class Pages:
         assert response is not None
         result = fetched(base + "/robots.txt", 200, response.content_type, response.body, n)
         return result, robots_record(result, host_key(base))
+
+
+def _edges(outcome: Outcome, depth: int) -> list:
+    """The page's edges (graph.py), as a parser process makes them; none before the graph."""
+    try:
+        from trawler.graph import page_edges
+    except ImportError:
+        return []
+    from trawler.linkfilter import LinkFilter
+    from trawler.scope import Scope, TrapRules
+    from trawler.urls import Normaliser
+
+    links = LinkFilter(Normaliser(()), Scope.from_hosts("any", []), TrapRules(), None,
+                       lambda _url: None)  # fmt: skip
+    return page_edges(outcome.found, links, depth, outcome.nofollow)
 
 
 def request_for(url: str, depth: int, parent: str | None) -> CrawlRequest:
@@ -206,7 +225,10 @@ class Crawl:
         attempt = (request.url, 1, result.started_at, result.duration_s, result.status, None,
                    DONE)  # fmt: skip
         page = copy.copy(parsed.page)  # a commit sets its WARC place and duplicate mark
-        batch.add(UrlOutcome(request, DONE, [attempt], result, page, found))
+        outcome = UrlOutcome(request, DONE, [attempt], result, page, found)
+        if hasattr(outcome, "edges"):
+            outcome.edges = self.pages.edges[request.url]
+        batch.add(outcome)
         for name, value in (("fetched", 1), ("links.found", len(parsed.links))):
             batch.counters[name] = batch.counters.get(name, 0) + value
 

@@ -42,16 +42,17 @@ from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from operator import attrgetter
 
 from trawler.config import CrawlConfig
+from trawler.graph import page_edges
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import HTML_TYPES, Outcome, page_outcome, sniffed_type
 from trawler.parserpipe import ParserBroken
 from trawler.parsers import ParserProcesses, SetupRef, new_pool
-from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.records import CrawlRequest, Edge, FetchResult, PageRecord
 from trawler.scope import Scope, TrapRules
 from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser
@@ -72,6 +73,7 @@ class Analysis:
     # The page's canonical URL, normalised, when it is another URL than the page's
     # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
     canonical_elsewhere: str | None = None
+    edges: list[Edge] = field(default_factory=list)  # the page's links, the graph's (graph.py)
 
 
 @dataclass(slots=True)
@@ -133,9 +135,11 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     requests = links.requests_for(outcome.links, request.url, request.depth + 1)
     rejected = dict(links.rejected)
     links.rejected.clear()
-    outcome.links = []
+    edges = page_edges(outcome.found, links, request.depth + 1, outcome.nofollow)
+    # Consumed: the requests and edges replace them (and a parser process sends neither).
+    outcome.links, outcome.found, outcome.nofollow = [], [], False
     elsewhere = _canonical_elsewhere(links.normalised, outcome.page, request)
-    return Analysis(outcome, requests, rejected, elsewhere)
+    return Analysis(outcome, requests, rejected, elsewhere, edges)
 
 
 def _canonical_elsewhere(
@@ -276,13 +280,14 @@ def _flatten(analysis: Analysis) -> tuple:
     requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
     page = _page_values(analysis.outcome.page)
     outcome = analysis.outcome
-    return page, outcome.redirect_to, requests, analysis.rejected, analysis.canonical_elsewhere
+    return (page, outcome.redirect_to, requests, analysis.rejected,
+            analysis.canonical_elsewhere, analysis.edges)  # fmt: skip
 
 
 def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected, elsewhere = flat
+    page_values, redirect_to, requests, rejected, elsewhere, edges = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere)
+    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere, edges)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]

@@ -232,6 +232,22 @@ async def export_attempts_job(postgres: str, job_id: str, out: Any, fmt: str) ->
         await store.close()
 
 
+async def export_job_graph(postgres: str, job_id: str, out: Any, fmt: str) -> int:
+    """`trawler export --graph --postgres`: the job's edges (export_graph.py)."""
+    from trawler.export_graph import awrite_edges
+    from trawler.store.pg_graph import iter_edges
+
+    store = await _connect_store(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        async with store.pool.connection() as conn, conn.transaction():
+            edges = contextlib.aclosing(iter_edges(conn, job_id))
+            async with edges as rows:
+                return await awrite_edges(rows, out, fmt)
+    finally:
+        await store.close()
+
+
 async def job_versions(
     postgres: str, job_id: str, url: str | None, latest_only: bool, out: Any, text: bool
 ) -> int:

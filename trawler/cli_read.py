@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 def export(
     data: DataOpt = DEFAULT_DATA,
-    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl, csv, parquet (typed columns, page text too) or wacz (the job's WARCs, indexed, with a pages list); parquet and wacz need --output.")] = ExportFormat.jsonl,
+    format: Annotated[ExportFormat, typer.Option("--format", help="jsonl, csv, parquet (typed columns, page text too; also of --graph) or wacz (the job's WARCs, indexed, with a pages list); parquet and wacz need --output.")] = ExportFormat.jsonl,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write, complete or not at all (default: stdout).")] = None,
     include_noindex: Annotated[bool, typer.Option(help="Also export pages marked noindex.")] = False,
     kind: Annotated[str, typer.Option("--kind", help="Rows of these kinds, comma-separated: page, sitemap, robots (a row per robots.txt fetch), or all.")] = "page,sitemap",
@@ -60,6 +60,7 @@ def export(
     versions: Annotated[str, typer.Option("--versions", help="Of a revisited page (trawler recrawl, --recrawl): its latest version, or all (a row each).")] = "latest",
     attempts: Annotated[bool, typer.Option("--attempts", help="Export the fetch log instead: a row per fetch attempt, retries included (url, attempt, started_at, duration_s, status, error, decision).")] = False,
     warc_dir: Annotated[list[Path] | None, typer.Option("--warc-dir", help="--format wacz: where the job's WARC files are (repeat for each worker's); required with --postgres [the job's warc/ in DATA].")] = None,
+    graph: Annotated[bool, typer.Option("--graph", help="The link graph instead: a row per link (from_url, to_url, anchor, rel, reason).")] = False,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines, CSV or Parquet; `kind`
     says what it is. Or package the job's WARC files as a WACZ (--format wacz)."""
@@ -69,6 +70,10 @@ def export(
 
     if postgres is not None and job is None:
         fail("--postgres needs --job")
+    if graph:
+        _check_graph_options(format, output, attempts, warc_dir)
+        _export_graph(data, format.value, output, postgres, job)
+        return
     if versions not in ("latest", "all"):
         fail(f"--versions must be latest or all, not {versions!r}")
     try:
@@ -116,6 +121,16 @@ def _export_failed(exc: Exception, data: Path, job: str | None, output: Path | N
     if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
         fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
     raise exc  # the reader of stdout left (cli.main ends quietly), or a bug
+
+
+def _check_graph_options(
+    format: ExportFormat, output: Path | None, attempts: bool, warc_dir: list[Path] | None
+) -> None:
+    """`--graph` writes edges: jsonl, csv or parquet (a file, as for pages)."""
+    if format is ExportFormat.wacz or attempts or warc_dir:
+        fail("--graph exports the link graph: not with --format wacz, --attempts or --warc-dir")
+    if format in FILE_FORMATS and output is None:
+        fail(f"--format {format.value} writes a file: give --output FILE")
 
 
 def _check_format(
@@ -173,6 +188,37 @@ def _job_dir(data: Path, job: str | None) -> Path:
     from trawler.jobs.layout import find_job_dir
 
     return find_job_dir(data, job)  # found already by open_crawl_data
+
+
+def _export_graph(
+    data: Path, fmt: str, output: Path | None, postgres: str | None, job: str | None
+) -> None:
+    """`trawler export --graph`: the edge list (export_graph.py)."""
+    from trawler.cli_dist import export_job_graph
+    from trawler.export_graph import write_edges
+    from trawler.store.sqlite_graph import iter_edges
+
+    conn = open_crawl_data(data, job) if postgres is None else None
+    try:
+        with _output(output) as out:
+            if conn is not None:
+                count = write_edges(iter_edges(conn), out, fmt)
+            else:
+                assert postgres is not None and job is not None
+                count = run_connected(export_job_graph(postgres, job, out, fmt))
+    except KeyError:
+        fail(f"no job {job!r} in the database")
+    except sqlite3.Error as exc:
+        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: cli.main ends quietly
+    except OSError as exc:
+        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    finally:
+        if conn is not None:
+            conn.close()
+    if output:
+        typer.echo(f"{count} edges written to {output}", err=True)
 
 
 @contextmanager

@@ -85,7 +85,7 @@ class Discovery:
             discovered += self.alias_request(analysis.outcome.redirect_to, request)
         if analysis.canonical_elsewhere is not None:  # then page.duplicate_of too
             discovered += self._alias(analysis.canonical_elsewhere, request)
-        unit.page = page
+        unit.page, unit.edges = page, analysis.edges
         if self.blocklist.active:
             discovered = self._not_blocked(discovered)
         fresh = await frontier.filter_new(discovered)

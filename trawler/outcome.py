@@ -45,6 +45,10 @@ class Outcome:
     page: PageRecord
     links: list[Link] = field(default_factory=list)
     redirect_to: str | None = None  # a redirect target to crawl as its own URL
+    # Every link of the page, followable or not (the link graph, graph.py); ``links``
+    # is empty when the page says nofollow, this is not.
+    found: list[Link] = field(default_factory=list)
+    nofollow: bool = False  # the page's robots directives say nofollow
 
 
 def page_outcome(
@@ -172,7 +176,9 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
     header_robots = [value for name, value in result.headers if name.lower() == "x-robots-tag"]
     directives = parsed.meta_robots | parse_x_robots_tag(header_robots, token)
     page.noindex = "noindex" in directives
-    if "nofollow" not in directives:
+    outcome.found = parsed.links
+    outcome.nofollow = "nofollow" in directives
+    if not outcome.nofollow:
         outcome.links = parsed.links
 
 

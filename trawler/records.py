@@ -79,6 +79,14 @@ class Link:
 
     url: str  # absolute, not yet normalised
     nofollow: bool = False
+    anchor: str | None = None  # its text, whitespace collapsed (<area>: alt); None when empty
+    rel: str | None = None  # its rel attribute, lowercased, whitespace collapsed
+
+
+# One edge of the link graph (graph.py): (to_url, to_fp, anchor, rel, reason). A tuple,
+# not a dataclass: edges cross from the parser processes by the thousand, and tuples
+# pickle cheapest.
+Edge = tuple[str, int | None, str | None, str | None, str | None]
 
 
 @dataclass(slots=True)

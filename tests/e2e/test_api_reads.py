@@ -147,6 +147,9 @@ def test_url_report_tells_state_history_and_the_robots_rule(
     assert private["state"] == "unseen" and private["fetches"] == []
     assert private["robots"]["allowed"] is False
     assert private["robots"]["rule"].endswith("/private") and private["robots"]["line"] == 2
+    # Inbound links from the link graph: a URL never fetched has them too.
+    assert private["inbound_links"] == 1 and private["linked_from"] == [base + "/"]
+    assert home["inbound_links"] == 0 and home["linked_from"] == []
     assert unseen.json()["state"] == "unseen" and unseen.json()["robots"]["allowed"] is True
     missing = client_get(server, "/api/v1/urls", {"url": base + "/missing"})
     assert missing["state"] == "done" and missing["status"] == 404

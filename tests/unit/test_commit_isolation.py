@@ -21,6 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
 from trawler.records import CrawlRequest, FetchResult, PageRecord
+from trawler.store import pg_graph, sqlite_graph
 from trawler.store.base import DEAD, DONE, STORE_ERROR, CommitBatch, UrlOutcome
 from trawler.store.distributed import DistributedBackend
 from trawler.store.embedded import EmbeddedBackend
@@ -58,13 +59,15 @@ def fetched(request: CrawlRequest, state: str = DONE, **bad: object) -> UrlOutco
     decision = "dead" if state == DEAD else "done"
     attempt = (request.url, 1, 1_700_000_000.0, 0.01, 200, None, decision)
     link = req(request.url.rstrip("/") + "/found")
-    return UrlOutcome(request, state, [attempt], result, page, [link])
+    edge = (link.url, link.fp, "x", None, None)  # the link graph's (graph.py)
+    return UrlOutcome(request, state, [attempt], result, page, [link], edges=[edge])
 
 
 @dataclass
 class Stored:
     pages: dict[str, dict]  # url -> export row
     attempts: list[str]  # url of each attempt row
+    edges: list[tuple[str, str]]  # (from_url, to_url) of each edge row
 
 
 @dataclass
@@ -144,6 +147,23 @@ class CommitIsolationContract:
         assert sorted(stored.attempts) == sorted(urls)
         assert await harness.dead_letter() == 1
 
+    async def test_edges_go_with_their_page_once(self, harness: Harness) -> None:
+        """A page's edges are stored with it, once: none for a page kept as a bare
+        ``store_error`` row, none again for a page stored a second time (a lease that
+        expired and was fetched again)."""
+        host = f"http://{uuid.uuid4().hex[:8]}.test"
+        urls = [f"{host}/{name}/" for name in ("a", "bad", "d")]
+        a, bad, d = await lease_all(harness.backend, urls)
+        batch = CommitBatch()
+        for outcome in (fetched(a), fetched(bad, status=TOO_BIG_STATUS), fetched(d)):
+            batch.add(outcome)
+        await harness.backend.commit(batch)
+        again = CommitBatch()
+        again.add(fetched(a))
+        await harness.backend.commit(again)
+        edges = (await harness.read()).edges
+        assert sorted(edges) == [(a.url, a.url + "found"), (d.url, d.url + "found")]
+
     async def test_urls_of_rejected_pages_are_finished(self, harness: Harness) -> None:
         host = f"http://{uuid.uuid4().hex[:8]}.test"
         urls = [f"{host}/{name}/" for name in ("a", "bad")]
@@ -168,7 +188,8 @@ class TestEmbedded(CommitIsolationContract):
                 conn.row_factory = sqlite3.Row
                 pages = {r["url"]: dict(r) for r in conn.execute("SELECT * FROM pages")}
                 attempts = [url for (url,) in conn.execute("SELECT url FROM fetch_attempts")]
-            return Stored(pages, attempts)
+                edges = [(e["from_url"], e["to_url"]) for e in sqlite_graph.iter_edges(conn)]
+            return Stored(pages, attempts, edges)
 
         async def dead_letter() -> int:
             with sqlite3.connect(db_path) as conn:
@@ -218,7 +239,10 @@ class TestDistributed(CommitIsolationContract):
                     "SELECT url FROM fetch_attempts WHERE job_id = %s", (job_id,)
                 )
                 attempts = [url for (url,) in await cur.fetchall()]
-            return Stored(pages, attempts)
+                async with conn.transaction():
+                    found = pg_graph.iter_edges(conn, job_id)
+                    edges = [(e["from_url"], e["to_url"]) async for e in found]
+            return Stored(pages, attempts, edges)
 
         async def dead_letter() -> int:
             return (await store.read_stats(job_id))["counters"].get("dead_letter", 0)

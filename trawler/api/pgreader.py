@@ -22,7 +22,7 @@ from trawler.api.deps import StoreUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
-from trawler.store import pg_search
+from trawler.store import pg_graph, pg_search
 from trawler.store import pg_versions_read as pv
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
@@ -124,7 +124,8 @@ class PostgresJobReader:
             "fetched_at": None, "fetches": [], "outbound_links": None, "inbound_links": 0,
             "urls_discovered": 0,
         }  # fmt: skip
-        return {"url": url, "host": host_key(url), **report, "robots": None}
+        graph = pg_graph.inbound_report(self.conn, self.job_id, url)
+        return {"url": url, "host": host_key(url), **report, **graph, "robots": None}
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)

@@ -244,7 +244,10 @@ class UrlReport(BaseModel):
     fetched_at: float | None
     fetches: list[Fetch]
     outbound_links: int | None  # links on the page
-    inbound_links: int  # links to it that the job recorded (its discovering page)
+    # Pages linking to it, from the link graph (a store from before the graph: 1 when
+    # a page discovered it); ``linked_from``: the first of them, in crawl order.
+    inbound_links: int
+    linked_from: list[str] = []
     urls_discovered: int  # new URLs it brought into the crawl
     robots: RobotsVerdict | None  # None: no robots.txt of its origin kept
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.base import Frontier
-from trawler.records import CrawlRequest, FetchResult, PageRecord, RobotsRecord
+from trawler.records import CrawlRequest, Edge, FetchResult, PageRecord, RobotsRecord
 from trawler.store.warc import WarcWriter
 
 if TYPE_CHECKING:  # recrawl_visit imports the store's modules
@@ -56,6 +56,7 @@ class UrlOutcome:
     page: PageRecord | None = None
     discovered: list[CrawlRequest] = field(default_factory=list)  # new URLs found on the page
     reason: str | None = None  # why a URL was skipped
+    edges: list[Edge] = field(default_factory=list)  # the page's links (graph.py), stored with it
 
     @property
     def finished(self) -> bool:
@@ -75,7 +76,7 @@ class UrlOutcome:
             warc_file=old.warc_file if old else None, warc_offset=old.warc_offset if old else None,
             attempts=request.attempts + 1, host=request.host, kind=request.kind,
         )  # fmt: skip
-        self.discovered = []
+        self.discovered, self.edges = [], []
 
 
 @dataclass(slots=True)

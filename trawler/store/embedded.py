@@ -35,7 +35,7 @@ from trawler.dedup import ContentDedup
 from trawler.frontier.importance import priority_options
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy, unproven_limit
-from trawler.store import search
+from trawler.store import search, sqlite_graph
 from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
 from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
@@ -221,10 +221,13 @@ class EmbeddedBackend:
                 self._write([outcome])
 
     def _write(self, outcomes: list[UrlOutcome]) -> None:
-        """The rows of these outcomes: pages, attempts, links found, URL states."""
+        """The rows of these outcomes: pages and their edges, attempts, links found,
+        URL states."""
         assert self.frontier is not None
         conn = self.conn
+        after_id = sqlite_graph.last_page_id(conn)
         self.store.insert_pages([o.page for o in outcomes if o.page is not None])
+        sqlite_graph.insert_edges(conn, outcomes, after_id)
         self.store.insert_attempts([row for o in outcomes for row in o.attempts])
         self.frontier.persist_new(conn, [r for o in outcomes for r in o.discovered])
         fetched = [o for o in outcomes if o.state not in (SKIPPED, RETRY)]

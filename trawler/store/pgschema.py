@@ -291,6 +291,23 @@ ALTER TABLE pages ADD COLUMN ai_robots_groups text;
 ALTER TABLE pages ADD COLUMN ai_robots_disallowed text;
 """
 
+# The link graph (issue 18; store/pg_graph.py): a row per edge, the page it is on by
+# its pages.id, its place on the page, the target as text and its fingerprint (the
+# index the inbound-link counts read).
+GRAPH = """
+CREATE TABLE links (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    from_page bigint NOT NULL,      -- pages.id of the page the link is on
+    position integer NOT NULL,      -- its place among the page's edges
+    to_url text NOT NULL,           -- normalised; as resolved when it does not normalise
+    to_fp bigint,                   -- dedup.url_fingerprint(to_url); NULL: bad_url
+    anchor text, rel text,
+    reason text,                    -- NULL: admitted by the link filter; else why not
+    PRIMARY KEY (job_id, from_page, position)
+);
+CREATE INDEX links_to ON links (job_id, to_fp, from_page);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -389,6 +406,8 @@ MIGRATIONS: tuple[str, ...] = (
     SHARED_DEDUP,
     # Reuse reservations of each page: see RESERVATIONS.
     RESERVATIONS,
+    # The link graph: see GRAPH.
+    GRAPH,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,7 +35,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from trawler.config import CrawlConfig, stored_config
 from trawler.outage import ServiceHealth, guarded
-from trawler.records import PageRecord, RobotsRecord
+from trawler.records import Edge, PageRecord, RobotsRecord
+from trawler.store import pg_graph
 from trawler.store.kinds import (
     DEFAULT_EXPORT_KINDS,
     EXPORT_KINDS,
@@ -319,9 +320,11 @@ class PostgresStore:
         also: AlsoWrite | None = None,
         commit: CommitKey | None = None,
         dedup: SharedDedup | None = None,
+        edges: Mapping[str, Sequence[Edge]] | None = None,
     ) -> int:
-        """One commit batch in one transaction: pages, counter deltas, fetch attempts,
-        robots.txt downloads, and what ``also`` writes last (revisits: dist_revisits.py).
+        """One commit batch in one transaction: pages (and their ``edges``, by page URL:
+        pg_graph.py), counter deltas, fetch attempts, robots.txt downloads, and what
+        ``also`` writes last (revisits: dist_revisits.py).
         Returns the job's pages stored after it (with ``commit``; else 0). ``dedup``
         marks the pages' duplicates against the job's stored pages first (pg_dedup.py).
 
@@ -344,7 +347,10 @@ class PostgresStore:
                     if dedup is not None:
                         await dedup.mark(cur, job_id, pages)
                     page_rows = [_page_row(job_id, page) for page in pages]
-                    for sql, rows in ((_INSERT_PAGE, page_rows), (_ADD_COUNTER, counter_rows),
+                    if page_rows:
+                        await pg_graph.insert_pages(cur, _INSERT_PAGE, page_rows, job_id,
+                                                    edges or {}, _clean)  # fmt: skip
+                    for sql, rows in ((_ADD_COUNTER, counter_rows),
                                       (_INSERT_ATTEMPT, attempt_rows),
                                       (_INSERT_ROBOTS, robots_rows)):  # fmt: skip
                         if rows:
@@ -371,9 +377,10 @@ class PostgresStore:
         ``store_error`` page; a robots.txt row that is rejected is left out (logged)."""
         pages = [o.page for o in outcomes if o.page is not None]
         attempts = [row for o in outcomes for row in o.attempts]
+        edges = {o.page.url: o.edges for o in outcomes if o.page is not None and o.edges}
         try:
             return await self.store_batch(
-                job_id, pages, counters, attempts, robots, also, commit, dedup
+                job_id, pages, counters, attempts, robots, also, commit, dedup, edges
             )
         except ROW_REJECTED:
             pass
@@ -476,7 +483,8 @@ async def _page_total(cur: psycopg.AsyncCursor, job_id: str, commit: CommitKey |
 
 async def _write_outcome(cur: psycopg.AsyncCursor, job_id: str, outcome: UrlOutcome) -> None:
     if outcome.page is not None:
-        await cur.execute(_INSERT_PAGE, _page_row(job_id, outcome.page))
+        row = _page_row(job_id, outcome.page)
+        await pg_graph.insert_page(cur, _INSERT_PAGE, row, job_id, outcome.edges, _clean)
     attempts = [(job_id, *(_clean(value) for value in row)) for row in outcome.attempts]
     if attempts:
         await cur.executemany(_INSERT_ATTEMPT, attempts)
