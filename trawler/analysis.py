@@ -42,7 +42,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from operator import attrgetter
 
@@ -72,6 +72,8 @@ class Analysis:
     # The page's canonical URL, normalised, when it is another URL than the page's
     # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
     canonical_elsewhere: str | None = None
+    anchors: list[str | None] = field(default_factory=list)  # of each request's link
+    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
 
 
 @dataclass(slots=True)
@@ -80,6 +82,7 @@ class SitemapAnalysis:
     listed: int  # entries the sitemap listed
     counters: Counter[str]  # sitemaps.* counters
     rejected: Counter[str]  # URLs left out, by reason
+    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
 
 
 def _robots_unknown(_url: str) -> None:
@@ -133,9 +136,10 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     requests = links.requests_for(outcome.links, request.url, request.depth + 1)
     rejected = dict(links.rejected)
     links.rejected.clear()
+    anchors, skipped, links.anchors, links.skipped = links.anchors, links.skipped, [], []
     outcome.links = []
     elsewhere = _canonical_elsewhere(links.normalised, outcome.page, request)
-    return Analysis(outcome, requests, rejected, elsewhere)
+    return Analysis(outcome, requests, rejected, elsewhere, anchors, skipped)
 
 
 def _canonical_elsewhere(
@@ -241,11 +245,11 @@ def analyse_sitemap(
     own (its counters), around the scope and normaliser built once, which only read.
     Building the scope per sitemap normalised every seed again: with 2,000 seeds
     and 2,000 sitemaps that stalled the crawl for 20 s (bench/RESULTS.md)."""
-    links = replace(analyser.links, rejected=Counter(), admitted=Counter())
+    links = replace(analyser.links, rejected=Counter(), admitted=Counter(), skipped=[], anchors=[])
     counters: Counter[str] = Counter()
     found, listed = sitemap_outcome(request, result, links, analyser.config.sitemap_depth,
                                     counters)  # fmt: skip
-    return SitemapAnalysis(found, listed, counters, links.rejected)
+    return SitemapAnalysis(found, listed, counters, links.rejected, links.skipped)
 
 
 def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
@@ -259,13 +263,13 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
     requests = [_request_values(r) for r in found.requests]  # every field: lastmod, changefreq
-    return requests, found.listed, dict(found.counters), dict(found.rejected)
+    return requests, found.listed, dict(found.counters), dict(found.rejected), found.skipped
 
 
 def _unflatten_sitemap(flat: tuple) -> SitemapAnalysis:
-    requests, listed, counters, rejected = flat
+    requests, listed, counters, rejected, skipped = flat
     found = [CrawlRequest(*r) for r in requests]
-    return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected))
+    return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected), skipped)
 
 
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
@@ -276,13 +280,15 @@ def _flatten(analysis: Analysis) -> tuple:
     requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
     page = _page_values(analysis.outcome.page)
     outcome = analysis.outcome
-    return page, outcome.redirect_to, requests, analysis.rejected, analysis.canonical_elsewhere
+    return (page, outcome.redirect_to, requests, analysis.rejected, analysis.canonical_elsewhere,
+            analysis.anchors, analysis.skipped)  # fmt: skip
 
 
 def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected, elsewhere = flat
+    page_values, redirect_to, requests, rejected, elsewhere, anchors, skipped = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere)
+    requests = [CrawlRequest(*r) for r in requests]
+    return Analysis(outcome, requests, rejected, elsewhere, anchors, skipped)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]

@@ -34,6 +34,7 @@ _USER_AGENT_TOKEN = re.compile(r"[a-z0-9_.*-]+")
 # Every element read before the text, found in one walk of the tree: each css()
 # call parses its selector and walks the whole document (~10 µs a page each).
 _ELEMENTS = "a[href], area[href], base[href], link[rel][href], meta[name]"
+ANCHOR_MAX_CHARS = 500  # of a link's text kept in the link graph
 _GROUP = {"a": "a", "area": "a", "base": "base", "link": "link", "meta": "meta"}
 
 
@@ -102,10 +103,20 @@ def _links(anchors: list[LexborNode], resolver: Resolver, max_links: int) -> lis
         if link_url is None:
             continue
         rel = attributes.get("rel")
-        links.append(Link(link_url, nofollow=rel is not None and "nofollow" in rel.lower().split()))
+        rels = rel.lower().split() if rel is not None else []
+        links.append(Link(link_url, "nofollow" in rels, _anchor_text(node), " ".join(rels) or None))
         if len(links) >= max_links:
             break
     return links
+
+
+def _anchor_text(node: LexborNode) -> str | None:
+    """What the link says (the link graph's anchor text): an <area>'s alt text."""
+    if (node.tag or "").lower() == "area":
+        text = node.attributes.get("alt") or ""
+    else:
+        text = node.text(deep=True, separator=" ")
+    return " ".join(text.split())[:ANCHOR_MAX_CHARS] or None
 
 
 def _canonical(link_elements: list[LexborNode], resolver: Resolver) -> str | None:

@@ -78,6 +78,8 @@ class Link:
 
     url: str  # absolute, not yet normalised
     nofollow: bool = False
+    anchor: str | None = None  # its text, whitespace collapsed (<area>: alt); None when empty
+    rel: str | None = None  # its rel attribute, lowercased, whitespace collapsed
 
 
 @dataclass(slots=True)

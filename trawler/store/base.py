@@ -56,6 +56,8 @@ class UrlOutcome:
     page: PageRecord | None = None
     discovered: list[CrawlRequest] = field(default_factory=list)  # new URLs found on the page
     reason: str | None = None  # why a URL was skipped
+    # Why URLs were queued or left out: provenance.Row tuples (the URL's own when skipped).
+    provenance: list[tuple] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:

@@ -34,7 +34,7 @@ from trawler.config import CrawlConfig
 from trawler.dedup import ContentDedup
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy, unproven_limit
-from trawler.store import search
+from trawler.store import search, sqlite_provenance
 from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
 from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
@@ -224,6 +224,7 @@ class EmbeddedBackend:
         self.store.insert_pages([o.page for o in outcomes if o.page is not None])
         self.store.insert_attempts([row for o in outcomes for row in o.attempts])
         self.frontier.persist_new(conn, [r for o in outcomes for r in o.discovered])
+        sqlite_provenance.write(conn, outcomes)
         fetched = [o for o in outcomes if o.state not in (SKIPPED, RETRY)]
         self.frontier.persist_done(
             conn,

@@ -280,6 +280,17 @@ CREATE TABLE dedup_blocks (
 CREATE INDEX pages_text_hash ON pages (job_id, text_hash) WHERE duplicate_of IS NULL;
 """
 
+# Why each URL was fetched or left out (issue 18, provenance.py): one row a URL of
+# the job, as the embedded store's provenance table (store/sqlite_provenance.py).
+PROVENANCE = """
+CREATE TABLE provenance (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    parent_url text, via text NOT NULL, anchor text, reason text, detail text,
+    PRIMARY KEY (job_id, url)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -376,6 +387,8 @@ MIGRATIONS: tuple[str, ...] = (
     APPLIED_COMMITS,
     # The shared duplicate index: see SHARED_DEDUP.
     SHARED_DEDUP,
+    # Provenance of each URL: see PROVENANCE.
+    PROVENANCE,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
