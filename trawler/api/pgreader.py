@@ -22,7 +22,7 @@ from trawler.api.deps import StoreUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
-from trawler.store import pg_search
+from trawler.store import pg_provenance, pg_search
 from trawler.store import pg_versions_read as pv
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
@@ -124,7 +124,8 @@ class PostgresJobReader:
             "fetched_at": None, "fetches": [], "outbound_links": None, "inbound_links": 0,
             "urls_discovered": 0,
         }  # fmt: skip
-        return {"url": url, "host": host_key(url), **report, "robots": None}
+        why = pg_provenance.provenance(self.conn, self.job_id, url, self.config.max_pages)
+        return {"url": url, "host": host_key(url), **report, "robots": None, "provenance": why}
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)

@@ -12,7 +12,7 @@ from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
 from trawler.export_versions import has_versions, versioned_rows
-from trawler.store import search, sqlite_hosts, sqlite_read
+from trawler.store import search, sqlite_hosts, sqlite_provenance, sqlite_read
 from trawler.store.sqlite import NotTrawlerData, connect, has_table
 from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
 from trawler.store.versions import versions_of
@@ -93,7 +93,11 @@ class SqliteJobReader:
             return [], 0  # a database from before search: nothing to find in it
 
     def url_report(self, url: str) -> dict:
-        return sqlite_read.url_report(self.conn, url, self._robots_token)
+        report = sqlite_read.url_report(self.conn, url, self._robots_token)
+        report["provenance"] = sqlite_provenance.provenance(
+            self.conn, url, report["host"], self.config.max_pages if self.config else None
+        )
+        return report
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         return sqlite_hosts.host_rows(self.conn, offset, limit, sort, self.config)
