@@ -12,7 +12,13 @@ import psycopg
 
 from trawler.provenance import SEED, found_via
 from trawler.store.base import UrlOutcome
-from trawler.store.sqlite_provenance import COLUMNS, FOUND, SKIPPED_AT_FETCH, split_rows
+from trawler.store.sqlite_provenance import (
+    COLUMNS,
+    FOUND,
+    SKIPPED_AT_FETCH,
+    redirect_report,
+    split_rows,
+)
 
 _INSERT = "INSERT INTO provenance VALUES (%s, %s, %s, %s, %s, %s, %s)"
 _FOUND = _INSERT + FOUND.format(key="job_id, url")
@@ -57,7 +63,7 @@ def provenance(
         (job_id, url),
     ).fetchone()
     if found is None and page is None:
-        return None
+        return _redirected_to(conn, job_id, url)
     report = dict(zip(COLUMNS, found or (url, None, SEED, None, None, None), strict=True))
     report["found_via"] = report.pop("via")
     report["status"], report["error"], report["depth"] = None, None, None
@@ -72,3 +78,13 @@ def provenance(
         if (stored.fetchone() or (0,))[0] >= max_pages:
             report["reason"], report["detail"] = "max_pages", f"--max-pages {max_pages}"
     return report
+
+
+def _redirected_to(conn: psycopg.Connection, job_id: str, url: str) -> dict | None:
+    """A URL fetched as the end of another's redirects: that URL's page. A scan of
+    the job's pages (final_url has no index): a one-off question's cost."""
+    row = conn.execute(
+        "SELECT url, status, error, depth FROM pages WHERE job_id = %s AND final_url = %s LIMIT 1",
+        (job_id, url),
+    ).fetchone()
+    return None if row is None else redirect_report(url, *row)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from trawler.provenance import Row, found_via
+from trawler.provenance import REDIRECT, Row, found_via
 from trawler.store.base import SKIPPED, UrlOutcome
 
 TABLE = """CREATE TABLE IF NOT EXISTS provenance (
@@ -73,9 +73,10 @@ def provenance(conn: sqlite3.Connection, url: str, host: str, max_pages: int | N
     known = conn.execute(sql, (host, url)).fetchone()
     page = conn.execute("SELECT status, error FROM pages WHERE url = ?", (url,)).fetchone()
     if found is None and known is None and page is None:
-        return None
+        return _redirected_to(conn, url)
     report = dict(zip(COLUMNS, found or (url, None, None, None, None, None), strict=True))
     report["found_via"], report["depth"] = report.pop("via"), None
+    report["status"] = report["error"] = None
     decision = "skipped" if report["reason"] else "queued"
     if known is not None:
         state, report["depth"], parent, kind, skip_reason = known
@@ -90,6 +91,23 @@ def provenance(conn: sqlite3.Connection, url: str, host: str, max_pages: int | N
     if decision == "queued" and max_pages is not None and _stored(conn) >= max_pages:
         report["reason"], report["detail"] = "max_pages", f"--max-pages {max_pages}"
     return report
+
+
+def _redirected_to(conn: sqlite3.Connection, url: str) -> dict | None:
+    """A URL fetched as the end of another's redirects (on the same host): stored as
+    that URL's page, never queued itself. A scan: pages.final_url has no index."""
+    sql = "SELECT url, status, error, depth FROM pages WHERE final_url = ? LIMIT 1"
+    row = conn.execute(sql, (url,)).fetchone()
+    return None if row is None else redirect_report(url, *row)
+
+
+def redirect_report(url: str, parent: str, status: int | None, error: str | None,
+                    depth: int | None) -> dict:  # fmt: skip
+    return {
+        "url": url, "parent_url": parent, "found_via": REDIRECT, "anchor": None,
+        "reason": None, "detail": None, "depth": depth, "status": status, "error": error,
+        "decision": "fetched" if status is not None else "failed",
+    }  # fmt: skip
 
 
 def _stored(conn: sqlite3.Connection) -> int:
