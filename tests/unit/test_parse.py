@@ -106,13 +106,13 @@ def test_base_href_changes_resolution():
 def test_relative_base_href_resolves_against_page_url():
     page = parse('<base href="/other/"><a href="x">x</a>')
     assert page.base_href == "https://example.com/other/"
-    assert page.links == [Link("https://example.com/other/x")]
+    assert page.links == [Link("https://example.com/other/x", anchor="x")]
 
 
 def test_invalid_base_href_is_ignored():
     page = parse('<base href="javascript:void(0)"><a href="x">x</a>')
     assert page.base_href is None
-    assert page.links == [Link("https://example.com/dir/x")]
+    assert page.links == [Link("https://example.com/dir/x", anchor="x")]
 
 
 def test_nofollow_is_a_case_insensitive_rel_token():

@@ -96,7 +96,7 @@ async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres
 
 
 def _as_version_6(url: str) -> None:
-    """Undo migrations 15 (shared dedup), 14 (applied commits), 13 (search), 12
+    """Undo migrations 16 (provenance), 15 (shared dedup), 14 (applied commits), 13 (search), 12
     (validators), 11 (rendered), 10 (passes), 9 (changefreq), 8 (revisits) and 7: a
     database of the version before."""
     with psycopg.connect(url) as conn:
@@ -105,6 +105,7 @@ def _as_version_6(url: str) -> None:
             " ALTER TABLE pages DROP COLUMN rendered, DROP COLUMN sitemap_changefreq;"
             " DROP TABLE revisit_state, page_versions, visits, revisit_passes, page_validators;"
             " DROP TABLE applied_commits, dedup_blocks; DROP INDEX pages_text_hash;"
+            " DROP TABLE provenance;"
             " DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
             " DROP INDEX pages_job_fetched, pages_job_failed;"
             " DELETE FROM schema_version WHERE version >= 7"
@@ -112,7 +113,7 @@ def _as_version_6(url: str) -> None:
 
 
 async def test_an_older_database_is_counted_once_by_migration_7(fresh_postgres_url: str) -> None:
-    assert SCHEMA_VERSION == 15  # what _as_version_6 undoes
+    assert SCHEMA_VERSION == 16  # what _as_version_6 undoes
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
         await store.store_batch(job, some_pages(0))
