@@ -74,6 +74,8 @@ class Analysis:
     # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
     canonical_elsewhere: str | None = None
     edges: list[Edge] = field(default_factory=list)  # the page's links, the graph's (graph.py)
+    anchors: list[str | None] = field(default_factory=list)  # of each request's link
+    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
 
 
 @dataclass(slots=True)
@@ -82,6 +84,7 @@ class SitemapAnalysis:
     listed: int  # entries the sitemap listed
     counters: Counter[str]  # sitemaps.* counters
     rejected: Counter[str]  # URLs left out, by reason
+    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
 
 
 def _robots_unknown(_url: str) -> None:
@@ -136,10 +139,11 @@ def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> A
     rejected = dict(links.rejected)
     links.rejected.clear()
     edges = page_edges(outcome.found, links, request.depth + 1, outcome.nofollow)
+    anchors, skipped, links.anchors, links.skipped = links.anchors, links.skipped, [], []
     # Consumed: the requests and edges replace them (and a parser process sends neither).
     outcome.links, outcome.found, outcome.nofollow = [], [], False
     elsewhere = _canonical_elsewhere(links.normalised, outcome.page, request)
-    return Analysis(outcome, requests, rejected, elsewhere, edges)
+    return Analysis(outcome, requests, rejected, elsewhere, edges, anchors, skipped)
 
 
 def _canonical_elsewhere(
@@ -245,11 +249,11 @@ def analyse_sitemap(
     own (its counters), around the scope and normaliser built once, which only read.
     Building the scope per sitemap normalised every seed again: with 2,000 seeds
     and 2,000 sitemaps that stalled the crawl for 20 s (bench/RESULTS.md)."""
-    links = replace(analyser.links, rejected=Counter(), admitted=Counter())
+    links = replace(analyser.links, rejected=Counter(), admitted=Counter(), skipped=[], anchors=[])
     counters: Counter[str] = Counter()
     found, listed = sitemap_outcome(request, result, links, analyser.config.sitemap_depth,
                                     counters)  # fmt: skip
-    return SitemapAnalysis(found, listed, counters, links.rejected)
+    return SitemapAnalysis(found, listed, counters, links.rejected, links.skipped)
 
 
 def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
@@ -263,13 +267,13 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
     requests = [_request_values(r) for r in found.requests]  # every field: lastmod, changefreq
-    return requests, found.listed, dict(found.counters), dict(found.rejected)
+    return requests, found.listed, dict(found.counters), dict(found.rejected), found.skipped
 
 
 def _unflatten_sitemap(flat: tuple) -> SitemapAnalysis:
-    requests, listed, counters, rejected = flat
+    requests, listed, counters, rejected, skipped = flat
     found = [CrawlRequest(*r) for r in requests]
-    return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected))
+    return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected), skipped)
 
 
 _PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
@@ -281,13 +285,15 @@ def _flatten(analysis: Analysis) -> tuple:
     page = _page_values(analysis.outcome.page)
     outcome = analysis.outcome
     return (page, outcome.redirect_to, requests, analysis.rejected,
-            analysis.canonical_elsewhere, analysis.edges)  # fmt: skip
+            analysis.canonical_elsewhere, analysis.edges, analysis.anchors,
+            analysis.skipped)  # fmt: skip
 
 
 def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected, elsewhere, edges = flat
+    page_values, redirect_to, requests, rejected, elsewhere, edges, anchors, skipped = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    return Analysis(outcome, [CrawlRequest(*r) for r in requests], rejected, elsewhere, edges)
+    requests = [CrawlRequest(*r) for r in requests]
+    return Analysis(outcome, requests, rejected, elsewhere, edges, anchors, skipped)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]

@@ -38,6 +38,7 @@ from trawler.cli_recrawl import RevisitPolicy, recrawl_summary, revisit_window
 from trawler.cli_recrawl import register as register_recrawl
 from trawler.cli_serve import register as register_serve
 from trawler.cli_services import register as register_services
+from trawler.cli_why import register as register_why
 from trawler.config import ConfigError, CrawlConfig, build_config
 from trawler.progress import progress_reporter
 from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S
@@ -350,6 +351,7 @@ register_recrawl(app)
 register_jobs(app)
 register_serve(app)
 register_services(app)
+register_why(app)
 register_distributed(app, fail, cli_settings, read_seeds)
 
 

@@ -46,6 +46,7 @@ from trawler.fetch import Fetcher
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML, REDIRECT_ELSEWHERE, robots_record
 from trawler.politeness import PolitenessPolicy
+from trawler.provenance import via_of
 from trawler.records import CrawlRequest, FetchResult, Progress
 from trawler.recrawl_flow import (
     RevisitFlow,
@@ -127,6 +128,7 @@ class Crawler:
         self.discovery = Discovery(
             config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
         )
+        self.discovery.robots_rule = self.robots.rule_of
         self.commits = Commits(backend, self._take_counters)
         revisits = revisits or continuous_options(config, backend)
         self.revisits = None if revisits is None else RevisitFlow(
@@ -389,7 +391,9 @@ class Crawler:
         if request.kind == REVISIT and self.revisits is not None:
             self.commits.batch.add_revisit(self.revisits.skipped(request, reason))
         else:
-            self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason))
+            detail = self.discovery.skip_detail(reason, request.url)
+            row = (request.url, request.parent_url, via_of(request), None, reason, detail)
+            self.commits.batch.add(UrlOutcome(request, SKIPPED, reason=reason, provenance=[row]))
 
     async def _revisited(self, request: CrawlRequest, result: FetchResult) -> None:
         """A revisit's answer (or failure): judged and committed as a visit, never

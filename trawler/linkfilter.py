@@ -47,6 +47,10 @@ class LinkFilter:
     max_per_host: int | None = None  # --max-pages-per-host: URLs admitted per host
     rejected: Counter[str] = field(default_factory=Counter)
     admitted: Counter[str] = field(default_factory=Counter)  # per host, this job
+    # For provenance (provenance.py), taken and emptied like ``rejected``: the links
+    # left out, (URL, reason, anchor text), and the anchor text of each request made.
+    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)
+    anchors: list[str | None] = field(default_factory=list)
     memo_size: int = LINK_MEMO_SIZE
     # Digests by link URL (see the module doc). Not copied by dataclasses.replace: a
     # copy on another thread (analyse_sitemap) starts its own.
@@ -71,17 +75,21 @@ class LinkFilter:
     ) -> list[CrawlRequest]:
         """New requests for a page's followable links at ``depth`` (parent depth + 1)."""
         if self.max_depth is not None and depth > self.max_depth:
+            self._skip_all(links, "max_depth")
             return []
         out: list[CrawlRequest] = []
+        skipped, anchors = self.skipped, self.anchors
         batch_seen: set[str] = set()
         # Bound once: this loop runs for every link of every page (bench_parsepool.py).
         digest_of, allows, robots_allows = self.digest, self.scope.allows, self.robots_allows
         rejected = self.rejected
         for link in links:
+            digest = digest_of(link.url)
             if link.nofollow:
                 rejected["nofollow"] += 1
+                if digest is not None:
+                    skipped.append((digest[0], "nofollow", link.anchor))
                 continue
-            digest = digest_of(link.url)
             if digest is None:
                 rejected["bad_url"] += 1
                 continue
@@ -95,9 +103,21 @@ class LinkFilter:
                 reason = trap or ("robots" if robots_allows(url) is False else None)
             if reason is not None:
                 rejected[reason] += 1
+                skipped.append((url, reason, link.anchor))
                 continue
             out.append(CrawlRequest(url, depth, parent_url, host, fp))
+            anchors.append(link.anchor)
         return out
+
+    def _skip_all(self, links: Iterable[Link], reason: str) -> None:
+        """Each followable link left out for ``reason`` (not counted: ``max_depth`` was
+        never a link counter), once a page."""
+        seen: set[str] = set()
+        for link in links:
+            digest = None if link.nofollow else self.digest(link.url)
+            if digest is not None and digest[0] not in seen:
+                seen.add(digest[0])
+                self.skipped.append((digest[0], reason, link.anchor))
 
     def digest(self, link_url: str) -> Digest:
         """What ``link_url`` alone decides: the same as computing it, from the memo

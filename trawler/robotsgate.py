@@ -92,6 +92,20 @@ class RobotsGate:
             allowed = entry.rules.allowed(url)
         return Verdict.ALLOW if allowed else Verdict.DISALLOW
 
+    def rule_of(self, url: str) -> str | None:
+        """The rule of the held robots.txt that decides ``url``, with its line, in words
+        (provenance.py); None when none is held or none matches."""
+        site = origin(url)
+        entry = self._entries.get(site)
+        if entry is None:
+            return None
+        verdict = entry.rules.explain(url)
+        if verdict.rule is None:
+            return None
+        if verdict.line is None:  # not written in a file: robots.txt unreachable
+            return f"{verdict.rule} (robots.txt unreachable: {entry.fatal_error or 'no answer'})"
+        return f'"{verdict.rule}" at line {verdict.line} of {site}/robots.txt ({verdict.group})'
+
     async def _fetch(
         self, site: str, host: str, frontier: Frontier, previous: RobotsEntry | None
     ) -> RobotsEntry:

@@ -136,6 +136,20 @@ class Scope:
             return False
         return not (self._exclude and any(p.search(url) for p in self._exclude))
 
+    def explain(self, url: str) -> str | None:
+        """Which part of the scope leaves the normalised ``url`` out, or None if none
+        does: for ``trawler why`` (provenance.py), not on the link path."""
+        if self.mode != "any" and self._key(url) not in self._allowed:
+            what = "host" if self.mode == "host" else "domain"
+            return f"{what} {self._key(url)} is not a seed {what} (--scope {self.mode})"
+        if self._include and not any(p.search(url) for p in self._include):
+            patterns = " ".join(p.pattern for p in self._include)
+            return f"matches no --include pattern ({patterns})"
+        for pattern in self._exclude:
+            if pattern.search(url):
+                return f"matches --exclude {pattern.pattern}"
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class TrapLimits:

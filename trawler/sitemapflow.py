@@ -59,6 +59,7 @@ def sitemap_outcome(
         reason = links.reject_reason(url)
         if reason is not None or (links.max_depth is not None and depth > links.max_depth):
             links.rejected[reason or "max_depth"] += 1
+            links.skipped.append((url, reason or "max_depth", None))
             continue
         listed = links.request(url, depth, request.url)
         out.append(replace(listed, lastmod=entry.lastmod, changefreq=entry.changefreq))

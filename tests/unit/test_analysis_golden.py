@@ -53,9 +53,15 @@ ADDED_SINCE = frozenset({"revisit", "sitemap_changefreq", "changefreq", "rendere
                          "ai_robots_disallowed"})  # fmt: skip
 
 
+# The same for a field whose empty value is not None: CrawlRequest.importance (the OPIC
+# cash of --priority importance, 0.0 unless the frontier gave it some).
+EMPTY_SINCE = {"importance": 0.0}
+
+
 def _fields(record: object) -> dict[str, object]:
     return {k: _plain(v) for k, v in asdict(record).items()  # type: ignore[call-overload]
-            if not (k in ADDED_SINCE and v is None)}  # fmt: skip
+            if not (k in ADDED_SINCE and v is None)
+            and not (k in EMPTY_SINCE and v == EMPTY_SINCE[k])}  # fmt: skip
 
 
 def summary(analysis: Analysis) -> dict[str, object]:

@@ -96,10 +96,10 @@ async def test_a_job_without_pages_has_none(store: PostgresStore, fresh_postgres
 
 
 def _as_version_6(url: str) -> None:
-    """Undo the link graph's (GRAPH) and the reuse reservations' (RESERVATIONS)
-    migrations, 15 (shared dedup), 14 (applied commits), 13 (search), 12 (validators),
-    11 (rendered), 10 (passes), 9 (changefreq), 8 (revisits) and 7: a database of the
-    version before."""
+    """Undo the provenance (PROVENANCE), link graph (GRAPH) and reuse reservations'
+    (RESERVATIONS) migrations, 15 (shared dedup), 14 (applied commits), 13 (search), 12
+    (validators), 11 (rendered), 10 (passes), 9 (changefreq), 8 (revisits) and 7: a
+    database of the version before."""
     with psycopg.connect(url) as conn:
         conn.execute(
             "ALTER TABLE pages DROP COLUMN search_vector; DROP FUNCTION trawler_search_fold;"
@@ -109,6 +109,7 @@ def _as_version_6(url: str) -> None:
             " DROP COLUMN ai_robots_disallowed;"
             " DROP TABLE revisit_state, page_versions, visits, revisit_passes, page_validators;"
             " DROP TABLE applied_commits, dedup_blocks; DROP INDEX pages_text_hash;"
+            " DROP TABLE provenance;"
             " DROP TABLE page_totals, page_minutes; DROP FUNCTION page_totals_keep CASCADE;"
             " DROP INDEX pages_job_fetched, pages_job_failed;"
             " DROP TABLE links;"
@@ -117,7 +118,7 @@ def _as_version_6(url: str) -> None:
 
 
 async def test_an_older_database_is_counted_once_by_migration_7(fresh_postgres_url: str) -> None:
-    assert SCHEMA_VERSION == 17  # what _as_version_6 undoes
+    assert SCHEMA_VERSION == 18  # what _as_version_6 undoes
     async with await PostgresStore.connect(fresh_postgres_url) as store:
         job = await store.create_job(CrawlConfig(), "running")
         await store.store_batch(job, some_pages(0))

@@ -22,7 +22,7 @@ from trawler.api.deps import StoreUnavailable
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
-from trawler.store import pg_graph, pg_search
+from trawler.store import pg_graph, pg_provenance, pg_search
 from trawler.store import pg_versions_read as pv
 from trawler.store import postgres_read as pg
 from trawler.store.search import SearchHit
@@ -125,7 +125,9 @@ class PostgresJobReader:
             "urls_discovered": 0,
         }  # fmt: skip
         graph = pg_graph.inbound_report(self.conn, self.job_id, url)
-        return {"url": url, "host": host_key(url), **report, **graph, "robots": None}
+        why = pg_provenance.provenance(self.conn, self.job_id, url, self.config.max_pages)
+        return {"url": url, "host": host_key(url), **report, **graph, "robots": None,
+                "provenance": why}  # fmt: skip
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)

@@ -229,6 +229,21 @@ class RobotsVerdict(BaseModel):
     crawl_delay: float | None
 
 
+class Provenance(BaseModel):
+    """Why the job fetched the URL or left it out (trawler/provenance.py)."""
+
+    url: str
+    decision: str  # fetched, failed, queued, skipped
+    found_via: str | None  # seed, link, sitemap, redirect, canonical, robots.txt
+    parent_url: str | None  # the page (sitemap, redirecting page) that led to it
+    anchor: str | None  # the link's text
+    reason: str | None  # why it was left out: the rejected.* / skipped.* counter names
+    detail: str | None  # the rule that decided: scope, robots.txt line, trap, budget
+    depth: int | None
+    status: int | None
+    error: str | None
+
+
 class UrlReport(BaseModel):
     url: str  # the normalised form
     job: str
@@ -250,6 +265,7 @@ class UrlReport(BaseModel):
     linked_from: list[str] = []
     urls_discovered: int  # new URLs it brought into the crawl
     robots: RobotsVerdict | None  # None: no robots.txt of its origin kept
+    provenance: Provenance | None = None  # None: the job never met the URL
 
 
 class HostNumbers(BaseModel):

@@ -12,7 +12,7 @@ from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
 from trawler.export_versions import has_versions, versioned_rows
-from trawler.store import search, sqlite_graph, sqlite_hosts, sqlite_read
+from trawler.store import search, sqlite_graph, sqlite_hosts, sqlite_provenance, sqlite_read
 from trawler.store.sqlite import NotTrawlerData, connect, has_table
 from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
 from trawler.store.versions import versions_of
@@ -94,6 +94,9 @@ class SqliteJobReader:
 
     def url_report(self, url: str) -> dict:
         report = sqlite_read.url_report(self.conn, url, self._robots_token)
+        report["provenance"] = sqlite_provenance.provenance(
+            self.conn, url, report["host"], self.config.max_pages if self.config else None
+        )
         return {**report, **sqlite_graph.inbound_report(self.conn, url)}  # the link graph's
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:

@@ -57,6 +57,8 @@ class UrlOutcome:
     discovered: list[CrawlRequest] = field(default_factory=list)  # new URLs found on the page
     reason: str | None = None  # why a URL was skipped
     edges: list[Edge] = field(default_factory=list)  # the page's links (graph.py), stored with it
+    # Why URLs were queued or left out: provenance.Row tuples (the URL's own when skipped).
+    provenance: list[tuple] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:

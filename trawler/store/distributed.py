@@ -48,6 +48,7 @@ from trawler.store import pg_passes
 from trawler.store.base import CommitBatch, archive_batch
 from trawler.store.dist_revisits import DistributedRevisits
 from trawler.store.pg_dedup import SharedDedup
+from trawler.store.pg_provenance import provenance_writes
 from trawler.store.postgres import CommitKey, PostgresStore
 from trawler.store.warc import WarcWriter, recover
 
@@ -116,6 +117,7 @@ class DistributedBackend:
             also = pg_passes.validator_writes(self.job_id, batch.outcomes)
         else:
             also = revisits.rows_of(batch.outcomes, batch.revisits)
+        also = provenance_writes(self.job_id, batch.outcomes, also)
         commit = CommitKey.new(self.writer)  # before the first try: its retries share it
         try:
             pages_stored = await self.store.store_outcomes(

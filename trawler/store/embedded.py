@@ -35,7 +35,7 @@ from trawler.dedup import ContentDedup
 from trawler.frontier.importance import priority_options
 from trawler.frontier.sqlite import SqliteFrontier
 from trawler.politeness import PolitenessPolicy, unproven_limit
-from trawler.store import search, sqlite_graph
+from trawler.store import search, sqlite_graph, sqlite_provenance
 from trawler.store import sqlite as db
 from trawler.store.base import DEAD, RETRY, SKIPPED, CommitBatch, UrlOutcome, archive_batch
 from trawler.store.checkpoint import BACKSTOP_PAGES, Checkpointer
@@ -230,6 +230,7 @@ class EmbeddedBackend:
         sqlite_graph.insert_edges(conn, outcomes, after_id)
         self.store.insert_attempts([row for o in outcomes for row in o.attempts])
         self.frontier.persist_new(conn, [r for o in outcomes for r in o.discovered])
+        sqlite_provenance.write(conn, outcomes)
         fetched = [o for o in outcomes if o.state not in (SKIPPED, RETRY)]
         self.frontier.persist_done(
             conn,

@@ -308,6 +308,17 @@ CREATE TABLE links (
 CREATE INDEX links_to ON links (job_id, to_fp, from_page);
 """
 
+# Why each URL was fetched or left out (issue 18, provenance.py): one row a URL of
+# the job, as the embedded store's provenance table (store/sqlite_provenance.py).
+PROVENANCE = """
+CREATE TABLE provenance (
+    job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    url text NOT NULL,
+    parent_url text, via text NOT NULL, anchor text, reason text, detail text,
+    PRIMARY KEY (job_id, url)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: jobs, pages (the embedded `pages` columns plus job_id), counters, fetch attempts.
     """
@@ -408,6 +419,8 @@ MIGRATIONS: tuple[str, ...] = (
     RESERVATIONS,
     # The link graph: see GRAPH.
     GRAPH,
+    # Provenance of each URL: see PROVENANCE.
+    PROVENANCE,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,6 +28,7 @@ from trawler.store.kinds import (
 )
 from trawler.store.search import ensure_search_schema
 from trawler.store.sqlite_graph import ensure_graph_schema
+from trawler.store.sqlite_provenance import add_provenance
 from trawler.store.sqlite_totals import add_totals, count_inserted_pages
 from trawler.store.versions import ensure_versions_schema
 from trawler.tdmrep import KEPT_PROFILE_SUFFIX
@@ -218,6 +219,7 @@ def connect(data_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     add_totals(conn)  # the dashboard's totals and indexes (issue 13)
     ensure_versions_schema(conn)  # page versions and revisits (issue 15)
     ensure_graph_schema(conn)  # the link graph (issue 18)
+    add_provenance(conn)  # why each URL was fetched or left out (issue 18)
     conn.commit()
     if fresh:  # the schema's ~210 kB of WAL frames into the file: the WAL starts empty
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
