@@ -29,6 +29,7 @@ ROW_GROUP_BYTES = 16 * 1024 * 1024
 DICTIONARY_COLUMNS = frozenset({
     "status", "content_type", "depth", "kind", "error", "warc_file", "rendered",
     "sitemap_changefreq", "decision", "noindex", "attempt", "tdm_source", "ai_robots_groups",
+    "rel", "reason",
 })  # fmt: skip
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -67,6 +68,12 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
     "kind": pa.string(),
     "version": pa.int32(),
     "text": pa.large_string(),
+    # the link graph's edges (`--graph`: graph.EDGE_COLUMNS)
+    "from_url": pa.string(),
+    "to_url": pa.string(),
+    "anchor": pa.string(),
+    "rel": pa.string(),
+    "reason": pa.string(),
     # fetch_attempts rows (`--kind attempt`)
     "attempt": pa.int32(),
     "started_at": TIMESTAMP,
