@@ -206,14 +206,8 @@ def _export_graph(
             else:
                 assert postgres is not None and job is not None
                 count = run_connected(export_job_graph(postgres, job, out, fmt))
-    except KeyError:
-        fail(f"no job {job!r} in the database")
-    except sqlite3.Error as exc:
-        fail(f"cannot read crawl data in {data}: {exc}", EXIT_FAILED)
-    except BrokenPipeError:
-        raise  # the reader of stdout left: cli.main ends quietly
-    except OSError as exc:
-        fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}", EXIT_FAILED)
+    except Exception as exc:
+        _export_failed(exc, data, job, output)
     finally:
         if conn is not None:
             conn.close()
