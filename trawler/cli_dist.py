@@ -84,8 +84,11 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
         from trawler.store.distributed import default_worker_id
         from trawler.worker import Worker, WorkerOptions
 
-        # The pool logs every failed reconnection; outage.py says lost / back once.
+        # The pool logs every failed reconnection, and psycopg a pipeline (executemany)
+        # cut by a server shutdown ("error ignored terminating <AsyncPipeline>"): the
+        # outage is outage.py's to say, lost and back, once.
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+        logging.getLogger("psycopg").setLevel(logging.ERROR)
         options = WorkerOptions(redis, postgres, warc_dir, worker_id or default_worker_id(),
                                 exit_when_idle, lease_timeout)  # fmt: skip
         gcpolicy.tune_for_crawling()
