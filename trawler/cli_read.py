@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -167,21 +167,11 @@ def _export_attempts(
     if kinds != DEFAULT_EXPORT_KINDS or include_noindex or versions != "latest":
         fail("--attempts exports the fetch log: --kind, --include-noindex and --versions"
              " do not apply")  # fmt: skip
-    conn = open_crawl_data(data, job) if postgres is None else None
-    try:
-        with _output(output) as out:
-            if conn is not None:
-                count = write_attempts(conn, out, format.value)
-            else:
-                assert postgres is not None and job is not None
-                count = run_connected(export_attempts_job(postgres, job, out, format.value))
-    except Exception as exc:
-        _export_failed(exc, data, job, output)
-    finally:
-        if conn is not None:
-            conn.close()
-    if output:
-        typer.echo(f"{count} rows written to {output}", err=True)
+    _write_rows(
+        data, job, postgres, output, "rows",
+        lambda conn, out: write_attempts(conn, out, format.value),
+        lambda pg, job_id, out: export_attempts_job(pg, job_id, out, format.value),
+    )  # fmt: skip
 
 
 def _job_dir(data: Path, job: str | None) -> Path:
@@ -198,21 +188,35 @@ def _export_graph(
     from trawler.export_graph import write_edges
     from trawler.store.sqlite_graph import iter_edges
 
+    _write_rows(
+        data, job, postgres, output, "edges",
+        lambda conn, out: write_edges(iter_edges(conn), out, fmt),
+        lambda pg, job_id, out: export_job_graph(pg, job_id, out, fmt),
+    )  # fmt: skip
+
+
+def _write_rows(
+    data: Path, job: str | None, postgres: str | None, output: Path | None, noun: str,
+    embedded: Callable[[sqlite3.Connection, TextIO], int],
+    distributed: Callable[[str, str, TextIO], Awaitable[int]],
+) -> None:  # fmt: skip
+    """One export of `--attempts` or `--graph`: from the data directory or PostgreSQL,
+    to stdout or a file written whole; errors as one line (``_export_failed``)."""
     conn = open_crawl_data(data, job) if postgres is None else None
     try:
         with _output(output) as out:
             if conn is not None:
-                count = write_edges(iter_edges(conn), out, fmt)
+                count = embedded(conn, out)
             else:
                 assert postgres is not None and job is not None
-                count = run_connected(export_job_graph(postgres, job, out, fmt))
+                count = run_connected(distributed(postgres, job, out))
     except Exception as exc:
         _export_failed(exc, data, job, output)
     finally:
         if conn is not None:
             conn.close()
     if output:
-        typer.echo(f"{count} edges written to {output}", err=True)
+        typer.echo(f"{count} {noun} written to {output}", err=True)
 
 
 @contextmanager
