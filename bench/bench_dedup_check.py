@@ -48,7 +48,7 @@ from trawler.config import CrawlConfig
 from trawler.dedup import CANDIDATE_BITS, ContentDedup
 from trawler.outcome import page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
-from trawler.simhash import SimHashIndex, _blocks
+from trawler.simhash_index import SimHashIndex, _blocks
 from trawler.sitegen import Site, SiteSpec
 
 Row = tuple[str, str | None, str | None, bytes | None]  # url, text_hash, simhash, minhash

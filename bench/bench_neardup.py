@@ -57,7 +57,6 @@ from trawler.dedup import CANDIDATE_BITS
 from trawler.minhash import NEAR_DUPLICATE_JACCARD, SHINGLE_WORDS, sketch_of_hashes
 from trawler.parse import parse_html
 from trawler.simhash import (
-    SimHashIndex,
     _majority,
     distinct_shingle_hashes,
     shingle_hashes,
@@ -65,6 +64,7 @@ from trawler.simhash import (
     text_hash,
     words,
 )
+from trawler.simhash_index import SimHashIndex
 
 PACKAGES = {
     "python3.11-doc": Path("/usr/share/doc/python3.11/html"),

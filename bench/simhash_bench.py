@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trawler.simhash import SimHashIndex, simhash
+from trawler.simhash import simhash
+from trawler.simhash_index import SimHashIndex
 
 
 def _text(rng: random.Random, size_bytes: int) -> str:
@@ -95,7 +96,7 @@ def run(size: int, queries: int) -> dict:
     keys_bytes = sum(len(key) + 49 for _, key in pairs)  # sys.getsizeof of an ASCII str
     index, report["build_s"] = _build(pairs)
     report["lookups"] = _lookups(index, pairs, queries)
-    buckets = np.diff(index._offsets)  # the index's layout at k = 3 (simhash.py)
+    buckets = np.diff(index._offsets)  # the index's layout at k = 3 (simhash_index.py)
     buckets = buckets[buckets > 0]
     report["bucket_mean"], report["bucket_max"] = float(buckets.mean()), int(buckets.max())
     del index

@@ -13,7 +13,7 @@ from hashlib import blake2b
 
 from trawler.minhash import NEAR_DUPLICATE_JACCARD, SKETCH_MAX_BYTES, is_sketch, similarity
 from trawler.records import PageRecord
-from trawler.simhash import SimHashIndex
+from trawler.simhash_index import SimHashIndex
 
 # SimHash distance up to which a stored page is a near-duplicate candidate, to be
 # confirmed by its sketch. The index finds every one within 2k+1 bits (7 at the

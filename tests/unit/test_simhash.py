@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trawler.simhash import SimHashIndex, hamming, hex64, simhash, text_hash, words
+from trawler.simhash import hamming, hex64, simhash, text_hash, words
+from trawler.simhash_index import SimHashIndex
 
 K = 3
 

@@ -7,7 +7,7 @@ checked, in order, against what the job stored before them:
 - its originals with the same text hash (``pages``: duplicate_of NULL);
 - its originals that share a SimHash block with a page, or have one a bit away
   from it (``dedup_blocks``: SimHashIndex's tables as rows, k+1 an original with
-  a MinHash sketch: simhash.block_keys).
+  a MinHash sketch: simhash_index.block_keys).
 
 Those rows are loaded into a ContentDedup of the batch's own, which decides as in
 embedded mode: the same text, or a SimHash candidate within CANDIDATE_BITS whose
@@ -30,7 +30,7 @@ import psycopg
 
 from trawler.dedup import CANDIDATE_BITS, ContentDedup
 from trawler.records import PageRecord
-from trawler.simhash import block_keys
+from trawler.simhash_index import block_keys
 
 DEDUP_LOCK_CLASS = 0x74726177  # "traw"; with hashtext(job id): one commit at a time
 _LOCK = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
