@@ -17,7 +17,7 @@ from tests.unit.test_search import HOSTILE
 from trawler.config import CrawlConfig
 from trawler.records import PageRecord
 from trawler.store import pg_search
-from trawler.store.pgschema import SEARCH_TEXT_CHARS
+from trawler.store.pgschema_steps import SEARCH_TEXT_CHARS
 from trawler.store.postgres import PostgresStore
 from trawler.store.search import HIGHLIGHT_END, HIGHLIGHT_START, SNIPPET_ELLIPSIS, SearchHit
 

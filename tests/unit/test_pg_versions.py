@@ -20,7 +20,8 @@ from trawler.recrawl_visit import RevisitOutcome, judge
 from trawler.revisit_policy import OPTIMAL, PROPORTIONAL, plan_schedule
 from trawler.store import pg_versions as pv
 from trawler.store.dist_revisits import DistributedRevisits
-from trawler.store.pgschema import MIGRATIONS, REVISITS
+from trawler.store.pgschema import MIGRATIONS
+from trawler.store.pgschema_steps import REVISITS
 from trawler.store.postgres import PostgresStore
 
 WINDOW = RevisitWindow(10.0, 1000.0)

@@ -1,5 +1,5 @@
 """The distributed job store: the ``jobs`` and ``job_events`` tables of PostgreSQL
-(migration 5, store/pgschema.py), over a ``PostgresStore``'s pool.
+(migration 5, store/pgschema_steps.py), over a ``PostgresStore``'s pool.
 
 A transition locks the job's row (``SELECT … FOR UPDATE``) for its check and
 its change, so two processes changing one job at once are serialised and the

@@ -1,7 +1,7 @@
 """The distributed control store: operators' blocklist and politeness in PostgreSQL.
 
 The ``ControlStore`` contract (jobs/controls.py) on the ``blocklist`` and
-``operator_settings`` tables (migration 6, store/pgschema.py), so that the serve
+``operator_settings`` tables (migration 6, store/pgschema_steps.py), so that the serve
 process and every `trawler worker` obey the same controls. Each change bumps
 ``operator_settings.version`` in its own transaction; ``state`` reads the
 version, the settings and the blocklist in one statement, hence one snapshot.

@@ -1,6 +1,6 @@
 """On-demand revisit passes of distributed jobs in PostgreSQL (issue 15): what `POST
 /api/v1/jobs/{id}/recrawl` and `trawler recrawl --postgres` store, and what the
-workers read to carry a pass out (migration 10, pgschema.py ``PASSES``).
+workers read to carry a pass out (migration 10, pgschema_steps.py ``PASSES``).
 
 A pass makes every stored page of the job due now: pages without a revisit state
 (a job that was not continuous) get one first, as a continuous job's pages get it at

@@ -1,7 +1,7 @@
 """Full-text search over the distributed store: PostgreSQL's tsvector, GIN and
 ``ts_rank_cd`` (issue 17), answering as store/search.py does over SQLite.
 
-The index is ``pages.search_vector`` (pgschema.SEARCH): a generated column, so
+The index is ``pages.search_vector`` (pgschema_steps.SEARCH): a generated column, so
 a page is searchable in the transaction that stores it; NULL for a page that is
 not searchable (not 2xx, an error, noindex), which no query matches.
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from trawler.store.pgschema import SEARCH_OTHER_CHARS, SEARCH_TEXT_CHARS
+from trawler.store.pgschema_steps import SEARCH_OTHER_CHARS, SEARCH_TEXT_CHARS
 from trawler.store.search import (
     _TERM,
     _WORD_CHAR,
@@ -48,7 +48,7 @@ _HEADLINE_OPTIONS = (
     f" MinWords={SNIPPET_TOKENS // 2}, ShortWord=0, MaxFragments=1"
 )
 # The page's columns a snippet may come from, in the order one is preferred; each
-# capped as the index is (pgschema.SEARCH).
+# capped as the index is (pgschema_steps.SEARCH).
 _SNIPPET_COLUMNS = (
     f"(1, left(p.text, {SEARCH_TEXT_CHARS})), (2, left(p.description, {SEARCH_OTHER_CHARS})),"
     f" (3, left(p.title, {SEARCH_OTHER_CHARS}))"

@@ -1,6 +1,6 @@
 """Page versions and revisit state in PostgreSQL (issue 15, distributed backend): the
-embedded tables (store/versions.py) keyed by job, created by migration 8 (pgschema.py
-``REVISITS``).
+embedded tables (store/versions.py) keyed by job, created by migration 8
+(pgschema_steps.py ``REVISITS``).
 
 Every write here runs inside the transaction of a commit batch (store/postgres.py
 ``store_outcomes(also=...)``), so a page's revisit state is seeded with its page row

@@ -11,7 +11,7 @@ applied once however many workers start together).
 With a ``ServiceHealth`` (workers), every call is retried through an outage
 of any length (outage.py). A batch given a ``CommitKey`` is applied once: retried
 after an unknown outcome (the connection dropped during COMMIT), it finds its id
-recorded and writes nothing again (pgschema.APPLIED_COMMITS); without one, it
+recorded and writes nothing again (pgschema_steps.APPLIED_COMMITS); without one, it
 stores no page twice but its counters and attempt rows may be added twice.
 
 Batches go in with ``executemany``: psycopg 3 pipelines it, so a commit batch

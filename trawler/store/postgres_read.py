@@ -238,7 +238,7 @@ def activity(conn: psycopg.Connection, job_id: str, now: float) -> dict:
 
 def hour_counts(conn: psycopg.Connection, job_id: str, since: float) -> tuple[int, int]:
     """(pages, failed) fetched at or after ``since``: the kept minutes after since's
-    minute m (page_minutes, pgschema.py), and the pages of minute m itself at or after
+    minute m (page_minutes, pgschema_steps.py), and the pages of minute m itself at or after
     ``since`` (the index by fetch time, under a minute of it). Exact: floor(f / 60) is
     monotonic in f, so a page at or after ``since`` is in minute m or a later one, and
     a page of a later minute is at or after ``since``."""
@@ -258,7 +258,7 @@ def hour_counts(conn: psycopg.Connection, job_id: str, since: float) -> tuple[in
 
 
 def page_totals(conn: psycopg.Connection, job_id: str) -> tuple[int, int, int]:
-    """(pages, body bytes, failed fetches) of the job: kept by a trigger (pgschema.py)."""
+    """(pages, body bytes, failed fetches) of the job: kept by a trigger (pgschema_steps.py)."""
     row = conn.execute(
         "SELECT pages, bytes, failed FROM page_totals WHERE job_id = %s", (job_id,)
     ).fetchone()
