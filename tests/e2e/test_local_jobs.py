@@ -17,9 +17,8 @@ import pytest
 
 from tests.e2e.conftest import run_trawler
 from tests.e2e.runner_site import LatencyServer, fetched_urls, job_config, serve, stored_urls
-from trawler.jobs.handover import NoFreeSlot
 from trawler.jobs.layout import job_dir
-from trawler.jobs.local import LocalJobs
+from trawler.jobs.local import LocalJobs, NoFreeSlot
 from trawler.jobs.model import JobState
 from trawler.locks import JobBusy, lock_job
 from trawler.services import Services

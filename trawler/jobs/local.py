@@ -44,6 +44,7 @@ from trawler.config import CrawlConfig
 from trawler.jobs.controls import follow_controls, sync_controls
 from trawler.jobs.embedded import EmbeddedJobStore, open_registry
 from trawler.jobs.embedded_controls import EmbeddedControlStore
+from trawler.jobs.handover import NoFreeSlot as NoFreeSlot  # raised here: the Python API
 from trawler.jobs.handover import mark_orphans, one_line, seed_chunks, seed_job
 from trawler.jobs.layout import has_single_job_layout, job_dir, move_single_job_layout
 from trawler.jobs.local_runs import GONE, LocalRuns
