@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from trawler.store import sqlite as store
+from trawler.store import sqlite_schema as schema
 from trawler.store.sqlite_read import robots_verdict
 from trawler.tdmrep import KEPT_PROFILE_SUFFIX
 
@@ -16,13 +17,13 @@ SITE = "http://127.0.0.1:8000"
 
 def test_an_older_data_directory_gains_the_columns(tmp_path: Path) -> None:
     conn = store.connect(tmp_path)
-    for column in store.RESERVATION_COLUMNS:
+    for column in schema.RESERVATION_COLUMNS:
         conn.execute(f"ALTER TABLE pages DROP COLUMN {column}")
     conn.commit()
     conn.close()
-    assert not store.has_column(sqlite3.connect(tmp_path / store.DB_NAME), "pages", "tdm_source")
+    assert not schema.has_column(sqlite3.connect(tmp_path / store.DB_NAME), "pages", "tdm_source")
     conn = store.connect(tmp_path)  # a writer migrates
-    assert all(store.has_column(conn, "pages", c) for c in store.RESERVATION_COLUMNS)
+    assert all(schema.has_column(conn, "pages", c) for c in schema.RESERVATION_COLUMNS)
     conn.close()
 
 

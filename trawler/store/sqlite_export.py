@@ -16,7 +16,7 @@ from trawler.store.kinds import (
     merge_rows,
     robots_export_row,
 )
-from trawler.store.sqlite import (
+from trawler.store.sqlite_schema import (
     DEAD,
     IS_LISTED_SITEMAP,
     QUEUED,
@@ -91,7 +91,7 @@ def _iter_page_rows(
 
 def kind_expression(conn: sqlite3.Connection) -> str:
     """The `kind` column, or, read-only in a data directory from before kinds, the same
-    answer from the URL table (a writer migrates: `sqlite._add_page_kinds`)."""
+    answer from the URL table (a writer migrates: `sqlite_schema.add_page_kinds`)."""
     if has_column(conn, "pages", "kind"):
         return "kind"
     return f"(CASE WHEN {IS_LISTED_SITEMAP} THEN 'sitemap' ELSE 'page' END)"
