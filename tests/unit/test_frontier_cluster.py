@@ -18,9 +18,11 @@ import pytest
 from tests.redis_cluster import LocalCluster, start_cluster
 from tests.servers import RedisServer, ServerUnavailable, unavailable
 from tests.unit import test_frontier_contract as contract
+from tests.unit.test_redis_revisits import revisit
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
+from trawler.frontier.redis_revisits import reset_lanes
 from trawler.outage import redis_health
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
@@ -176,6 +178,26 @@ class TestClusterFrontier(contract.FrontierContract):
         assert await asyncio.wait_for(one.frontier.next(), 5) is None  # budget spent: done
         keys = KeySpace("trawler", "job1", CLUSTER_BUCKETS)
         assert await one.frontier.redis.zcard(keys.job_wide_prefix() + "budget:lease_exp") == 0
+
+    async def test_revisit_lanes_in_every_bucket_and_their_reset(self, make) -> None:
+        """Revisits on a cluster (redis_revisits.py): a poll's pages go to their hosts'
+        buckets, pending is summed over them, and a pass's reset (`trawler recrawl
+        --redis`) empties every bucket's lanes."""
+        h = await make()
+        frontier = h.frontier
+        frontier.set_revisit_mode(True, True)
+        poll, pending = await frontier.revisits.begin_poll(5.0)
+        assert poll > 0 and pending == 0
+        pages = [revisit(f"http://h{i}.test/p") for i in range(8)]
+        assert await frontier.revisits.add(poll, pages) == []
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 8
+        visited = await asyncio.wait_for(frontier.next(), 5)
+        assert visited is not None and visited.revisit is not None
+        await frontier.revisits.done([visited])
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 7
+        await reset_lanes(frontier.redis, "job1")
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 0
+        assert await nothing_within(frontier.next())
 
     async def test_survives_a_shard_restart(self, make, own_cluster: LocalCluster) -> None:
         h = await make(outage_safe=True)
