@@ -1,7 +1,7 @@
 """One Redis against a 3-master Redis Cluster: the same small distributed crawl on each.
 
     .venv/bin/python bench/bench_cluster.py [--hosts 100] [--pages 20] [--delay 0.2]
-        [--workers 2] [--work bench/work/cluster]
+        [--workers 2] [--max-pages N] [--work bench/work/cluster]
 
 A benchmark, not a test. It starts PostgreSQL, a redis-server and a local Redis
 Cluster (3 masters, tests/redis_cluster.py) on free loopback ports, and for each
@@ -10,7 +10,8 @@ frontier serves a fresh generated site (python -m trawler.testsite), runs
 reports pages stored, wall time from the workers' start to the last exit,
 pages/s, and Redis commands per page from ``INFO commandstats`` summed over
 every master (reset before the run): scripts (EVALSHA/EVAL) and all commands,
-those run inside scripts included.
+those run inside scripts included. ``--max-pages``: the job's page budget (on the
+cluster, places reserved in the job's own slot: frontier/redis_reserve.py).
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def one_run(name: str, url: str, cli: list[list[str]], pg_url: str, args, work: 
     served = start_testsite(tmp, hosts=args.hosts, pages=args.pages)
     try:
         connect = ["--redis", url, "--postgres", pg_url]
+        budget = ["--max-pages", str(args.max_pages)] if args.max_pages else []
         out = subprocess.run([*TRAWLER, "submit", *served.seeds, *connect, "--allow-private",
-                              "--scope", "any", "--no-sitemaps", "--delay", str(args.delay)],
+                              "--scope", "any", "--no-sitemaps", "--delay", str(args.delay),
+                              *budget],
                              capture_output=True, text=True, check=True)  # fmt: skip
         job = out.stdout.strip().splitlines()[-1]
         for base in cli:
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--max-pages", type=int, default=0)
     parser.add_argument("--work", type=Path, default=ROOT / "bench/work/cluster")
     args = parser.parse_args()
     work = args.work / uuid.uuid4().hex[:8]

@@ -57,7 +57,6 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
             fail(str(exc))
         if cfg.priority != "depth":  # the Redis queues are FIFOs (frontier/redis.py)
             fail("--priority importance needs the embedded frontier (trawler crawl)")
-        _check_cluster_job(fail, redis, cfg)
         # Every seed is checked (exit 2 naming a bad one) before the job exists.
         with read_seeds(params.get("seeds") or [], params.get("seeds_file"), cfg) as spool:
             if not spool.count:
@@ -112,18 +111,6 @@ def register(app: typer.Typer, fail: Any, cli_settings: Any, read_seeds: Any) ->
             typer.echo(json.dumps(asdict(status)) if as_json else _worker_line(status))
         if not found and not as_json:
             typer.echo("no workers")
-
-
-def _check_cluster_job(fail: Any, redis: str, cfg: Any) -> None:
-    """What a Redis Cluster frontier cannot do yet (job-wide keys; frontier/redis.py)."""
-    from trawler.frontier.redis_keys import is_cluster_url
-
-    if not is_cluster_url(redis):
-        return
-    if cfg.max_pages is not None:
-        fail("--max-pages needs a single Redis (redis://), not a Redis Cluster")
-    if cfg.recrawl:
-        fail("--recrawl needs a single Redis (redis://), not a Redis Cluster")
 
 
 def _check_worker_id(value: str | None) -> str | None:

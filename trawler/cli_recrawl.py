@@ -23,7 +23,6 @@ from trawler.cli_common import (
     check_redis_url,
     fail,
 )
-from trawler.frontier.redis_keys import is_cluster_url
 from trawler.recrawl import DEFAULT_REVISIT_MAX_S, DEFAULT_REVISIT_MIN_S, RevisitWindow
 
 RevisitMinOpt = Annotated[
@@ -134,8 +133,6 @@ def _pg_recrawl(postgres: str | None, redis: str | None, job: str | None,
         fail("--redis needs --postgres: the distributed job's database")
     if redis is None:
         fail("--postgres needs --redis: the frontier the workers share")
-    if is_cluster_url(redis):
-        fail("revisits need a single Redis (redis://), not a Redis Cluster")
     if local_options:
         option = local_options[0]
         fail(f"{option} is for `trawler recrawl --data` only: {_DISTRIBUTED_INSTEAD[option]}")

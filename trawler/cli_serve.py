@@ -34,7 +34,6 @@ from trawler.cli_common import (
     check_redis_url,
     fail,
 )
-from trawler.frontier.redis_keys import is_cluster_url
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -84,8 +83,6 @@ def serve(
     if redis is not None and postgres is not None:
         if max_running_jobs is not None:
             fail("--max-running-jobs is for the jobs this process runs (not with --redis)")
-        if is_cluster_url(redis):
-            fail("trawler serve needs a single Redis (redis://), not a Redis Cluster")
         sock = _bind(host, port)
         from trawler.cli_servedist import serve_distributed
 

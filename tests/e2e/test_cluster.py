@@ -12,11 +12,24 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import start_testsite
+from tests.e2e.serve_dist import job, start_dist_serve, stop_all, wait_until
+from tests.e2e.serve_dist import start_workers as start_dist_workers
 from tests.e2e.test_crawl import CLOCK_SLACK_S, min_interval_by_host, page_requests, url_of
-from tests.e2e.test_distributed import TRAWLER, assert_complete_once, start_worker, submit, wait_all
+from tests.e2e.test_distributed import (
+    TRAWLER,
+    assert_complete_once,
+    exported,
+    start_worker,
+    submit,
+    wait_all,
+)
+from tests.e2e.test_recrawl_distributed import REVISIT_MIN_S
+from tests.e2e.test_recrawl_distributed import _pages as revisit_pages
+from tests.e2e.test_recrawl_distributed import _revisited as revisited
+from tests.e2e.test_recrawl_distributed import _run as recrawl_run
 from tests.e2e.test_restart_politeness import wait_for_page_requests
 from tests.redis_cluster import LocalCluster, start_cluster
-from tests.servers import ServerUnavailable, unavailable
+from tests.servers import PostgresServer, ServerUnavailable, unavailable
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -78,12 +91,70 @@ def test_a_shard_restarted_mid_crawl(
     assert min(gaps.values()) >= 0.1 - CLOCK_SLACK_S, gaps
 
 
-def test_cluster_limits_are_usage_errors(tmp_path: Path, fresh_postgres_url: str) -> None:
-    url = "redis+cluster://127.0.0.1:1"  # refused before any connection
-    connect = ["--redis", url, "--postgres", fresh_postgres_url]
-    for command in (["submit", "http://a.test/", *connect, "--max-pages", "5"],
-                    ["submit", "http://a.test/", *connect, "--recrawl"],
-                    ["recrawl", *connect], ["serve", *connect, "--port", "0"]):  # fmt: skip
-        out = subprocess.run([*TRAWLER, *command], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2, out.stderr
-        assert out.stderr.count("\n") == 1 and "single Redis" in out.stderr, out.stderr
+def test_max_pages_holds_over_two_workers(
+    tmp_path: Path, cluster: LocalCluster, fresh_postgres_url: str
+) -> None:
+    """--max-pages on a cluster (frontier/redis_reserve.py): exactly N pages stored and
+    N requested, though both workers crawl hosts of every shard at once."""
+    served = start_testsite(tmp_path, hosts=6, pages=20)
+    try:
+        job = submit(served, cluster.url, fresh_postgres_url, "--delay", "0.3",
+                     "--max-pages", "9")  # fmt: skip
+        workers = [start_worker(tmp_path, cluster.url, fresh_postgres_url) for _ in range(2)]
+        wait_all(workers)
+    finally:
+        served.process.terminate()
+    assert len(exported(fresh_postgres_url, job)) == 9
+    assert len(page_requests(served)) == 9
+    gaps = min_interval_by_host(served.log())
+    assert len(gaps) >= 2 and min(gaps.values()) >= 0.3 - CLOCK_SLACK_S, gaps
+
+
+def test_two_workers_revisit_over_a_cluster(
+    tmp_path: Path, cluster: LocalCluster, postgres_server: PostgresServer
+) -> None:
+    """--recrawl on a cluster (revisit lanes per bucket): unchanged pages answer 304
+    to the workers' conditional GETs, no page is asked twice within --revisit-min,
+    and requests to the host stay --delay apart across both workers."""
+    delay_s = 0.3
+    _, _, log, err = recrawl_run(tmp_path, cluster.url, postgres_server, delay_s, revisited)
+    assert revisited(log), (err, log)
+    assert any(r["status"] == 304 for r in log), log
+    times = [r["t"] for r in log]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= delay_s - CLOCK_SLACK_S, log[gaps.index(min(gaps)) :][:2]
+    for path, arrivals in revisit_pages(log).items():
+        apart = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+        assert min(apart) >= REVISIT_MIN_S - CLOCK_SLACK_S, (path, arrivals)
+
+
+def test_serve_reads_the_frontier_over_the_buckets(
+    tmp_path: Path, cluster: LocalCluster, fresh_postgres_url: str
+) -> None:
+    """`trawler serve --redis redis+cluster://…`: the job's queue, hosts and stats views
+    add up the buckets (one seed a host, each host in its own bucket's keys), before the
+    workers start and after they finish."""
+    served = start_testsite(tmp_path, hosts=6, pages=8)
+    serve, workers = None, []
+    try:
+        job_id = submit(served, cluster.url, fresh_postgres_url, "--delay", "0.05")
+        serve = start_dist_serve(tmp_path, cluster.url, fresh_postgres_url)
+        client = serve.client()
+        seeds = len(served.seeds)
+        assert job(client, job_id)["urls_queued"] == seeds
+        assert client.get("/api/v1/admin/stats").json()["queue"]["pending"] == seeds
+        for seed in served.seeds:
+            host = seed.split("/")[2]
+            report = client.get(f"/api/v1/hosts/{host}", params={"job": job_id})
+            assert report.status_code == 200 and report.json()["queued"] == 1, report.text
+        workers = start_dist_workers(tmp_path, cluster.url, fresh_postgres_url)
+        wait_until(lambda: job(client, job_id)["state"] == "finished", 180, "the job to finish")
+        stored = job(client, job_id)["pages_crawled"]
+        hosts = client.get("/api/v1/hosts", params={"job": job_id, "sort": "queued"}).json()
+        assert hosts["total"] == 6 and sum(h["fetched"] for h in hosts["hosts"]) == stored
+        assert {h["queued"] for h in hosts["hosts"]} == {0}
+        stats = client.get("/api/v1/admin/stats").json()
+        assert stats["storage"]["pages"] == stored and stats["queue"]["pending"] == 0
+    finally:
+        stop_all(workers, serve, served)
+    assert serve is not None and "Traceback" not in serve.log()

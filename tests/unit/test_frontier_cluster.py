@@ -9,19 +9,23 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from tests.redis_cluster import LocalCluster, start_cluster
 from tests.servers import RedisServer, ServerUnavailable, unavailable
 from tests.unit import test_frontier_contract as contract
+from tests.unit.test_redis_revisits import revisit
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
 from trawler.frontier.redis_conn import connect_redis
 from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
+from trawler.frontier.redis_revisits import reset_lanes
 from trawler.outage import redis_health
 from trawler.politeness import PolitenessPolicy
+from trawler.records import CrawlRequest
 
 pytestmark = pytest.mark.timeout(90)
 req = contract.req
@@ -102,6 +106,17 @@ class TestBucketedRedisFrontier(contract.TestRedisFrontier):
         assert await h.frontier.redis.exists("trawler:{job1}:ready") == 0  # no job-wide queue
 
 
+async def nothing_within(
+    pending: Coroutine[Any, Any, CrawlRequest | None], wait_s: float = 1.0
+) -> bool:
+    """next() hands nothing out within ``wait_s`` (it waits, neither a URL nor done)."""
+    try:
+        await asyncio.wait_for(pending, wait_s)
+    except TimeoutError:
+        return True
+    return False
+
+
 @pytest.fixture
 def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     try:
@@ -143,6 +158,46 @@ class TestClusterFrontier(contract.FrontierContract):
         await h.add([req(f"http://h{i}.test/") for i in range(64)])
         counts = [int(own_cluster.cli(n, "dbsize")) for n in own_cluster.nodes]
         assert min(counts) > 0, counts  # no shard left out: the buckets spread
+
+    async def test_max_pages_holds_over_the_buckets(self, make) -> None:
+        """--max-pages on a cluster (redis_reserve.py): places reserved in the job's own
+        slot, given back by a hand-back, kept by a commit until its page is counted;
+        two workers never lease more URLs than the budget has room for."""
+        one, two = await make(max_pages=3), await make(max_pages=3)
+        await one.add([req(f"http://h{i}.test/") for i in range(12)])
+        taken = [await one.frontier.next(), await two.frontier.next(), await one.frontier.next()]
+        assert all(taken) and len({r.host for r in taken if r}) == 3
+        assert await nothing_within(two.frontier.next())  # the 3 places are taken
+        first, second, third = cast(list[CrawlRequest], taken)
+        await one.frontier.hand_back(third)  # a place free again
+        again = await two.frontier.next()
+        assert again is not None
+        assert await nothing_within(one.frontier.next())
+        await one.frontier.commit([], [first], pages_stored=1)
+        await two.frontier.commit([], [second, again], pages_stored=3)
+        assert await asyncio.wait_for(one.frontier.next(), 5) is None  # budget spent: done
+        keys = KeySpace("trawler", "job1", CLUSTER_BUCKETS)
+        assert await one.frontier.redis.zcard(keys.job_wide_prefix() + "budget:lease_exp") == 0
+
+    async def test_revisit_lanes_in_every_bucket_and_their_reset(self, make) -> None:
+        """Revisits on a cluster (redis_revisits.py): a poll's pages go to their hosts'
+        buckets, pending is summed over them, and a pass's reset (`trawler recrawl
+        --redis`) empties every bucket's lanes."""
+        h = await make()
+        frontier = h.frontier
+        frontier.set_revisit_mode(True, True)
+        poll, pending = await frontier.revisits.begin_poll(5.0)
+        assert poll > 0 and pending == 0
+        pages = [revisit(f"http://h{i}.test/p") for i in range(8)]
+        assert await frontier.revisits.add(poll, pages) == []
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 8
+        visited = await asyncio.wait_for(frontier.next(), 5)
+        assert visited is not None and visited.revisit is not None
+        await frontier.revisits.done([visited])
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 7
+        await reset_lanes(frontier.redis, "job1")
+        assert (await frontier.revisits.begin_poll(5.0))[1] == 0
+        assert await nothing_within(frontier.next())
 
     async def test_survives_a_shard_restart(self, make, own_cluster: LocalCluster) -> None:
         h = await make(outage_safe=True)

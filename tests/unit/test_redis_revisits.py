@@ -14,6 +14,7 @@ import pytest
 
 from trawler.dedup import url_fingerprint
 from trawler.frontier.redis import RedisFrontier, RedisFrontierOptions
+from trawler.frontier.redis_keys import CLUSTER_BUCKETS
 from trawler.politeness import PolitenessPolicy
 from trawler.records import CrawlRequest
 from trawler.recrawl_lanes import REVISIT, revisit_request
@@ -35,14 +36,17 @@ def revisit(url: str, due: float = 1000.0) -> CrawlRequest:
     return revisit_request(state, 2)
 
 
-@pytest.fixture
-async def make(redis_url: str) -> AsyncIterator[Make]:
-    """make(worker, **options): a worker's frontier on one job of its own (a fresh id)."""
+@pytest.fixture(params=[1, CLUSTER_BUCKETS], ids=["one-bucket", "buckets"])
+async def make(redis_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Make]:
+    """make(worker, **options): a worker's frontier on one job of its own (a fresh id);
+    on the single-Redis layout and on a cluster's host buckets (lanes per bucket, the
+    feeder's turn in the job's own keys: redis_revisits.py)."""
     job = uuid.uuid4().hex
     frontiers: list[RedisFrontier] = []
 
     async def make(worker: str = "w0", **options: float) -> RedisFrontier:
-        opts = RedisFrontierOptions(job_id=job, worker_id=worker, **options)  # type: ignore[arg-type]
+        opts = RedisFrontierOptions(job_id=job, worker_id=worker, buckets=request.param,
+                                    **options)  # type: ignore[arg-type]  # fmt: skip
         frontier = await RedisFrontier.connect(redis_url, PolitenessPolicy(0.0), opts)
         frontier.set_revisit_mode(True, True)
         frontiers.append(frontier)

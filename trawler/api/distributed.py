@@ -26,7 +26,7 @@ from trawler.api.deps import StoreUnavailable
 from trawler.api.pgreader import PostgresJobReader
 from trawler.config import CrawlConfig
 from trawler.frontier.redis_conn import connect_redis
-from trawler.frontier.redis_view import FrontierView
+from trawler.frontier.redis_view import FrontierView, connect_view
 from trawler.frontier.workers import WorkerRegistry
 from trawler.jobs.model import JobInfo, JobState, UnknownJob
 from trawler.jobs.postgres import PostgresJobStore
@@ -41,7 +41,7 @@ POOL_TIMEOUT_S = 3.0  # a read waits this long for a connection, then 503
 # A server down or unreachable (PoolTimeout is an OperationalError): 503. Any other
 # error is a bug to see, not an outage to report.
 DOWN = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
-        redis.TimeoutError, OSError)  # fmt: skip
+        redis.TimeoutError, redis.exceptions.ClusterDownError, OSError)  # fmt: skip
 
 
 class DistributedJobs:
@@ -50,7 +50,7 @@ class DistributedJobs:
         self.jobs = PostgresJobStore(store)
         self.pool = pool
         self.redis_url = redis_url
-        self.redis = redis.Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=5)
+        self.redis = connect_view(redis_url)  # a cluster's too (redis_view.py)
 
     @classmethod
     async def connect(cls, redis_url: str, postgres_url: str) -> DistributedJobs:

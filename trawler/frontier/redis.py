@@ -51,7 +51,9 @@ bucket; next() polls the buckets in turn, from a different one each call, and
 the job is done when two sweeps in a row find every bucket empty with no URL
 added in between (a URL's children are added before it is acknowledged, so
 work moving from one bucket to another is seen by one of the sweeps).
---max-pages and revisits need job-wide keys and are single-Redis only.
+--max-pages reserves places in the job's own slot before the sweep
+(redis_reserve.py); revisits have lanes per bucket, their feeder's turn in the
+job's own slot (redis_revisits.py).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from trawler.frontier.redis_codec import (
 )
 from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
 from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
+from trawler.frontier.redis_reserve import ClusterBudget
 from trawler.frontier.redis_revisits import RedisRevisits, decode_entry
 from trawler.frontier.redis_robots import SharedRobots
 from trawler.frontier.redis_seen import SEEN_BASE_BITS
@@ -133,9 +136,11 @@ class RedisFrontier:
         if " " in self.worker_id:
             raise ValueError("worker id must not contain spaces")
         buckets = options.buckets or (CLUSTER_BUCKETS if _is_cluster(client) else 1)
-        if buckets > 1 and options.max_pages:
-            raise ValueError("--max-pages needs a single Redis, not a Redis Cluster")
         self.keys = KeySpace(options.prefix, options.job_id, buckets)
+        # --max-pages on a cluster: places reserved in a slot of their own (redis_reserve.py)
+        self.budget = (
+            ClusterBudget(self, options.max_pages) if buckets > 1 and options.max_pages else None
+        )
         self._jp = self.keys.job_prefix(0)  # job-wide keys outside the scripts
         self._hp = self.keys.host_prefix(0)
         self._turn = 0  # the bucket next() starts from
@@ -230,7 +235,10 @@ class RedisFrontier:
                 if await self._run("COMMIT", [*head, *commit_new_args(chunk)], bucket):
                     self._wake.set()
         if pages_stored is not None and self.options.max_pages is not None:
-            await self._run("PAGES", [pages_stored])
+            if self.budget is not None:
+                await self.budget.record_pages(pages_stored)
+            else:
+                await self._run("PAGES", [pages_stored])
         for bucket, group in self._by_bucket(done):
             self._known.pop(bucket, None)
             for chunk in chunks(group):
@@ -239,6 +247,8 @@ class RedisFrontier:
                 for r in chunk:
                     self._inflight.pop(r.fp, None)
                 self._wake.set()
+        if self.budget is not None and done:
+            await self.budget.release([r.fp for r in done])
 
     async def next(self) -> CrawlRequest | None:
         opts = self.options
@@ -250,9 +260,9 @@ class RedisFrontier:
                 continue
             args: list[str | int] = [self.worker_id, lease_ms, retry_ms, 100, *self._gap_args(),
                                      int(self.revisits_continuous),
-                                     opts.max_pages or 0]  # fmt: skip
+                                     0 if self.budget else opts.max_pages or 0]  # fmt: skip
             try:
-                reply = await self._next_reply(args)
+                reply, place = await self._next_reply(args)
             except OutageAbandoned:
                 return None  # stopping while Redis is down: like close()
             if reply[0] == 0 and not self.revisits_continuous:
@@ -262,6 +272,8 @@ class RedisFrontier:
                 request = decode_entry(payload, host, depth)
                 self._inflight[request.fp] = payload
                 self._inflight_bucket[request.fp] = self.keys.bucket_of(host)
+                if place is not None and self.budget is not None:
+                    self.budget.bind(place, request.fp)
                 self._hold(request.host, *reply[4:])
                 return request
             idle = reply[0] == 0 or reply[1] < 0  # nothing ready (0: only pages to come due)
@@ -269,12 +281,30 @@ class RedisFrontier:
             await self._wait_wake(wait_s)
         return None
 
-    async def _next_reply(self, args: list[str | int]) -> Any:
-        """NEXT on one Redis; on buckets, a sweep that skips the buckets known to have
-        nothing ready (``_known``); when all look done, sweeps of every bucket until
-        two in a row find them all done with the same URLs added (module doc)."""
+    async def _next_reply(self, args: list[str | int]) -> tuple[Any, str | None]:
+        """NEXT's reply, and the place reserved for its URL under --max-pages on a
+        cluster (redis_reserve.py; given back when no URL came of it)."""
         if self.keys.buckets == 1:
-            return await self._run("NEXT", args)
+            return await self._run("NEXT", args), None
+        if self.budget is None:
+            return await self._sweeps(args), None
+        place = await self.budget.reserve()
+        if isinstance(place, list):
+            return place, None
+        try:
+            reply = await self._sweeps(args)
+        except BaseException:
+            self.budget.forget(place)  # not renewed: it expires (Redis may be down)
+            raise
+        if reply[0] != 2:
+            await self.budget.give_back(place)
+            return reply, None
+        return reply, place
+
+    async def _sweeps(self, args: list[str | int]) -> Any:
+        """A sweep that skips the buckets known to have nothing ready (``_known``);
+        when all look done, sweeps of every bucket until two in a row find them all
+        done with the same URLs added (module doc)."""
         reply, _marks = await self._sweep(args, skip_known=True)
         marks: dict[int, Any] | None = None
         while reply[0] == 0:
@@ -343,6 +373,8 @@ class RedisFrontier:
         args += [request.host, request.depth, ms(delay_s)]
         await self._run("RETRY_LATER", args, self.keys.bucket_of(request.host))
         self._changed(request.host)
+        if self.budget is not None:
+            await self.budget.release([request.fp])
 
     async def finish_host(self, host: str) -> None:
         slot = self._held.pop(host, None)
@@ -412,6 +444,8 @@ class RedisFrontier:
         await self._run("HAND_BACK", args, self.keys.bucket_of(request.host))
         self._changed(request.host)
         self._wake.set()
+        if self.budget is not None:
+            await self.budget.release([request.fp])
 
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
         """A continuous job (recrawl_flow.py): more revisits may come, so next() waits
@@ -469,6 +503,8 @@ class RedisFrontier:
 
     async def renew_leases(self) -> None:
         """Push back the expiry of this worker's URL leases and host holds."""
+        if self.budget is not None:  # first: a place never ends before its lease
+            await self.budget.renew()
         if not self._inflight and not self._held:
             return
         lease_ms = ms(self.options.lease_timeout_s)

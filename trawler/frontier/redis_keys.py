@@ -72,6 +72,12 @@ class KeySpace:
             return f"{self.prefix}:host:"
         return f"{self.prefix}:{{{bucket_tag(bucket, self.buckets)}}}:host:"
 
+    def job_wide_prefix(self) -> str:
+        """The job's own hash tag, a slot of its own on a cluster: keys that speak for
+        the whole job off the hot path (--max-pages, the revisit feeder's turn). On one
+        Redis it is bucket 0's prefix."""
+        return f"{self.prefix}:{{{self.job_id}}}:"
+
     def host_key(self, host: str) -> str:
         return self.host_prefix(self.bucket_of(host)) + host
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from trawler.dedup import url_fingerprint
 from trawler.frontier.redis_codec import SCRIPT_CHUNK, chunks, decode_request, fp8, ms
+from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
 from trawler.records import CrawlRequest
 from trawler.recrawl_lanes import revisit_request, state_of
 from trawler.store.versions import STATE_COLUMNS, RevisitState
@@ -90,6 +91,17 @@ local owner = redis.call('GET', jp .. 'rfeeder')
 if owner and owner ~= worker then return {0, pending} end
 redis.call('SET', jp .. 'rfeeder', worker, 'PX', ARGV[3])
 return {redis.call('INCR', jp .. 'rpoll'), pending}
+"""
+
+# On a Redis Cluster (a bucket's prefix): the poll number FEED_BEGIN gave out, in the
+# bucket's own ``rpoll`` (RADD and RDONE read it there) before the poll reads PostgreSQL.
+# ARGV: jp, poll -> revisits pending in the bucket
+RBEGIN = """
+local jp, poll = ARGV[1], tonumber(ARGV[2])
+if poll > tonumber(redis.call('GET', jp .. 'rpoll') or 0) then
+  redis.call('SET', jp .. 'rpoll', ARGV[2])
+end
+return redis.call('HLEN', jp .. 'rpending')
 """
 
 # ARGV: jp, hp, job, poll, then (key, host, payload) each -> added, or -1: poll refused
@@ -169,53 +181,84 @@ class RedisRevisits:
         self.frontier = frontier
         client = frontier.redis
         self._begin = client.register_script(FEED_BEGIN)
+        self._bucket_begin = client.register_script(RBEGIN)
         self._add = client.register_script(PRELUDE + RADD_BODY)
         self._done = client.register_script(PRELUDE + RDONE_BODY)
 
     async def begin_poll(self, turn_s: float) -> tuple[int, int]:
-        """(poll number, revisits pending); number 0: another worker is feeding."""
+        """(poll number, revisits pending); number 0: another worker is feeding.
+
+        On a cluster the feeder's turn and the poll numbers are in the job's own slot,
+        the lanes in the buckets: each bucket is told the number before the poll reads
+        PostgreSQL (RBEGIN), so a visit committed there later is stamped with it."""
         f = self.frontier
-        if f.keys.buckets > 1:
-            raise ValueError("revisits need a single Redis, not a Redis Cluster")
-        args: list[Any] = [f._jp, f.worker_id, ms(turn_s)]
-        poll, pending = await f._call(lambda: self._begin(args=args))
+        jp = f.keys.job_wide_prefix()
+        args: list[Any] = [jp, f.worker_id, ms(turn_s)]
+        poll, pending = await f._call(lambda: self._begin(keys=[jp + "rpoll"], args=args))
+        if f.keys.buckets == 1 or not poll:
+            return int(poll), int(pending)
+        pending = 0
+        for bucket in f.keys.all_buckets():
+            bp = f.keys.job_prefix(bucket)
+            pending += await f._call(
+                lambda bp=bp: self._bucket_begin(keys=[bp + "rpoll"], args=[bp, poll])  # type: ignore[misc]
+            )
         return int(poll), int(pending)
 
     async def add(self, poll: int, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         """Queue due revisits read by ``poll``; returns those refused (a newer poll
         began since: their claims should be released)."""
         f = self.frontier
-        for start in range(0, len(requests), SCRIPT_CHUNK):
-            args: list[Any] = [f._jp, f._hp, f.options.job_id, poll]
-            for r in requests[start : start + SCRIPT_CHUNK]:
-                args += [revisit_key(r.url), r.host, encode_revisit(r)]
-            added = await f._call(lambda args=args: self._add(args=args))  # type: ignore[misc]
-            if added < 0:
-                return list(requests[start:])
-            if added:
-                f._wake.set()
-        return []
+        refused: list[CrawlRequest] = []
+        for bucket, group in f._by_bucket(requests):
+            jp = f.keys.job_prefix(bucket)
+            for start in range(0, len(group), SCRIPT_CHUNK):
+                args: list[Any] = [jp, f.keys.host_prefix(bucket), f.options.job_id, poll]
+                for r in group[start : start + SCRIPT_CHUNK]:
+                    args += [revisit_key(r.url), r.host, encode_revisit(r)]
+                added = await f._call(
+                    lambda args=args, jp=jp: self._add(keys=[jp + "rpoll"], args=args)  # type: ignore[misc]
+                )
+                if added < 0:
+                    refused += group[start:]
+                    break
+                if added:
+                    f._wake.set()
+        return refused
 
     async def done(self, requests: Sequence[CrawlRequest]) -> None:
         """Their visits are committed in PostgreSQL: end their leases and lanes."""
         f = self.frontier
-        for chunk in chunks(requests):
-            args: list[Any] = [f._jp, f._hp, f.options.job_id, f.worker_id]
-            for r in chunk:
-                payload = f._inflight.get(r.fp) or encode_revisit(r)
-                args += [revisit_key(r.url), r.host, payload]
-            await f._call(lambda args=args: self._done(args=args))  # type: ignore[misc]
-            for r in chunk:
-                f._inflight.pop(r.fp, None)
+        for bucket, group in f._by_bucket(requests):
+            jp = f.keys.job_prefix(bucket)
+            for chunk in chunks(group):
+                args: list[Any] = [jp, f.keys.host_prefix(bucket), f.options.job_id, f.worker_id]
+                for r in chunk:
+                    payload = f._inflight.get(r.fp) or encode_revisit(r)
+                    args += [revisit_key(r.url), r.host, payload]
+                await f._call(
+                    lambda args=args, jp=jp: self._done(keys=[jp + "rpoll"], args=args)  # type: ignore[misc]
+                )
+                for r in chunk:
+                    f._inflight.pop(r.fp, None)
+                f._changed(chunk[0].host)
+        if f.budget is not None:
+            await f.budget.release([r.fp for r in requests])
         f._wake.set()
 
 
 async def reset_lanes(client: Redis, job_id: str, prefix: str = "trawler") -> None:
     """Empty the job's revisit lanes and forget what they admitted, before a revisit pass
     of the job (jobs/postgres_passes.py): its pages are all due again in PostgreSQL and
-    are fed anew. ``rpoll`` stays: poll numbers only grow (RADD compares them)."""
-    jp = f"{prefix}:{{{job_id}}}:"
-    lanes = [key async for key in client.scan_iter(match=jp + "r:*", count=1000)]
-    for start in range(0, len(lanes), 1000):
-        await client.delete(*lanes[start : start + 1000])
-    await client.delete(jp + "rpending", jp + "racked", jp + "rturn", jp + "rfeeder")
+    are fed anew. ``rpoll`` stays: poll numbers only grow (RADD compares them). On a
+    cluster, in every bucket (a bucket's keys share a slot: one DEL each)."""
+    from redis.asyncio import RedisCluster
+
+    keys = KeySpace(prefix, job_id, CLUSTER_BUCKETS if isinstance(client, RedisCluster) else 1)
+    for bucket in keys.all_buckets():
+        jp = keys.job_prefix(bucket)
+        lanes = [key async for key in client.scan_iter(match=jp + "r:*", count=1000)]
+        for start in range(0, len(lanes), 1000):
+            await client.delete(*lanes[start : start + 1000])
+        await client.delete(jp + "rpending", jp + "racked", jp + "rturn")
+    await client.delete(keys.job_wide_prefix() + "rfeeder")
