@@ -179,3 +179,36 @@ async def test_the_workers_price_the_jobs_revisit_policy(
     assert [revisits.schedule.interval_s(r) for r in rates] == [
         proportional.interval_s(r) for r in rates
     ]
+
+
+async def test_a_visit_postgresql_refuses_puts_its_page_off(
+    store: PostgresStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A visit whose row PostgreSQL refuses (a status out of integer range, as
+    test_commit_isolation.py's pages): logged once, the page due again an interval
+    later, not again and again as soon as its claim ends; the batch commits."""
+    job = await seeded_job(store)
+    async with store.pool.connection() as conn:
+        state, depth = (await pv.claim_due(conn, job, 60.0, 1, until=90.0))[0]
+    body = b"<p>x</p>"
+    result = FetchResult(state.url, state.url, status=2**70, body=body, raw_body=body,
+                         content_type="text/html", started_at=70.0)  # fmt: skip
+    outcome = RevisitOutcome(revisit_request(state, depth), state, result, judge(state, result))
+    revisits = DistributedRevisits.open(store, job, WINDOW, tmp_path, "w0", 10**8, 30.0)
+    try:
+        for _ in range(2):  # the second: a commit retried after an unknown outcome
+            await store.store_batch(job, also=revisits.rows_of([], [outcome]))
+    finally:
+        revisits.close()
+    refused = [r for r in caplog.records if "cannot record the revisit" in r.getMessage()]
+    assert len(refused) == 1 and state.url in refused[0].getMessage()
+    async with store.pool.connection() as conn:
+        visits = await (await conn.execute("SELECT count(*) FROM visits")).fetchone()
+        row = await (await conn.execute(
+            "SELECT next_visit_at, claimed_until, version FROM revisit_state WHERE url = %s",
+            (state.url,),
+        )).fetchone()  # fmt: skip
+    assert visits == (0,) and row is not None
+    assert row[0] == pytest.approx(70.0 + WINDOW.interval_s(state.rate_per_s))
+    assert row[1:] == (None, 1)
+    assert state.url not in await claim(store, job, now=91.0)  # its claim over: not due

@@ -118,12 +118,18 @@ class DistributedRevisits:
 
     async def _record(self, cur: psycopg.AsyncCursor, outcome: RevisitOutcome) -> None:
         """A visit whole or not at all (a savepoint): a row the database rejects
-        costs that visit only, and its page stays due."""
+        costs that visit only. Its page is put off by its interval, as if visited: left
+        due, it would be fed, fetched and refused again as soon as its claim ended."""
         try:
             async with cur.connection.transaction():
                 await pv.record(cur, self.job_id, outcome, self.schedule)
         except ROW_REJECTED as exc:
-            log.warning("cannot record the revisit of %s: %s", outcome.state.url, exc)
+            state, result = outcome.state, outcome.result
+            visited_at = result.started_at if result is not None else time.time()
+            next_at = visited_at + self.schedule.interval_s(state.rate_per_s)
+            if await pv.put_off(cur, self.job_id, state, next_at):  # once per due time
+                log.warning("cannot record the revisit of %s (next visit in %.0f s): %s",
+                            state.url, next_at - visited_at, exc)  # fmt: skip
 
     def _seed_row(self, outcome: UrlOutcome) -> pv.SeedRow | None:
         """A page stored now gets its revisit state: the crawl's validators, the first

@@ -160,6 +160,19 @@ async def record(
     return True
 
 
+async def put_off(
+    cur: psycopg.AsyncCursor, job_id: str, state: RevisitState, next_visit_at: float
+) -> bool:
+    """A visit that could not be recorded: its page due next at ``next_visit_at``, its
+    state kept; False when that due time was recorded or put off already."""
+    await cur.execute(
+        "UPDATE revisit_state SET next_visit_at = %s, claimed_until = NULL"
+        " WHERE job_id = %s AND url = %s AND next_visit_at = %s",
+        (next_visit_at, job_id, state.url, state.next_visit_at),
+    )
+    return cur.rowcount == 1
+
+
 async def _add_visit(cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutcome,
                      result: FetchResult, judgement: Judgement) -> None:  # fmt: skip
     await cur.execute(
