@@ -37,7 +37,7 @@ from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
 from trawler.recrawl_lanes import revisit_request
 from trawler.recrawl_store import REPRICE_MIN_S, _place, archive_visit
 from trawler.recrawl_visit import RevisitOutcome, validators
-from trawler.revisit_policy import PROPORTIONAL, RevisitSchedule, plan_schedule
+from trawler.revisit_policy import PROPORTIONAL, RevisitSchedule, priced_schedule
 from trawler.store import pg_passes
 from trawler.store import pg_versions as pv
 from trawler.store.base import UrlOutcome
@@ -163,16 +163,16 @@ class DistributedRevisits:
     async def reprice(self, force: bool = False) -> None:
         """The optimal schedule's price solved again from every page's rate (the
         proportional policy needs none): at most every REPRICE_MIN_S, and at most a
-        tenth of the time (the rates of a million pages take ~0.5 s to read and group,
-        the grouping on a thread)."""
+        tenth of the time. The rates are grouped in PostgreSQL, one query: a few
+        thousand groups come back, not a row a page (bench/bench_reprice.py)."""
         if self.window.policy == PROPORTIONAL:
             return
         now = time.monotonic()
         if not force and now < self._reprice_after:
             return
-        rates = await self._pg(lambda conn: pv.job_rates(conn, self.job_id))
+        groups = await self._pg(lambda conn: pv.job_rate_groups(conn, self.job_id))
         bounds, policy = self.window.bounds, self.window.policy
-        self.schedule = await asyncio.to_thread(plan_schedule, rates, bounds, policy)
+        self.schedule = priced_schedule(groups, bounds, policy)
         took = time.monotonic() - now
         self._reprice_after = time.monotonic() + max(REPRICE_MIN_S, 10 * took)
 
