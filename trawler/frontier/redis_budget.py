@@ -23,8 +23,10 @@ them. A refused URL is marked seen, as the embedded frontier's seen set does
 The COMMIT that marks it counts it (``host_budget_refused``), so each URL counts
 once, over all workers and whatever retries; the worker raises the job's
 ``rejected.host_budget`` counter in PostgreSQL to that total after its commit
-(``GREATEST``: raises in any order agree). Here the workers' link filters do not
-refuse (the backend's ``host_url_counts`` is None): this count is the only one.
+(``GREATEST``: raises in any order agree; a worker killed between its COMMIT and
+its raise leaves the counter short until the job's next refusal raises it). Here
+the workers' link filters do not refuse (the backend's ``host_url_counts`` is
+None): this count is the only one.
 """
 
 BUDGET_LIB = """

@@ -138,9 +138,9 @@ class DistributedBackend:
         (frontier/redis_budget.py), into its ``rejected.host_budget`` counter."""
         assert self.frontier is not None
         if self.frontier.budget_refusals:
-            self.frontier.budget_refusals = 0
             total = await self.frontier.host_budget_refused()
             await self.store.raise_counter(self.job_id, "rejected.host_budget", total)
+            self.frontier.budget_refusals = 0  # after: a commit retried raises it again
 
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
