@@ -248,11 +248,12 @@ class RedisFrontier:
     async def host_budget_refused(self) -> int:
         """URLs the job's commits refused for their host's budget, each counted once
         by the COMMIT that marked it seen (redis_budget.py), over all buckets."""
-        total = 0
-        for bucket in self.keys.all_buckets():
-            key = self.keys.job_prefix(bucket) + "host_budget_refused"
-            total += int(await self._call(lambda key=key: self.redis.get(key)) or 0)
-        return total
+        keys = [self.keys.job_prefix(b) + "host_budget_refused" for b in self.keys.all_buckets()]
+
+        async def read() -> int:
+            return sum([int(await self.redis.get(key) or 0) for key in keys])
+
+        return await self._call(read)
 
     async def next(self) -> CrawlRequest | None:
         opts = self.options
