@@ -161,7 +161,11 @@ class Crawler:
         self.discovery.importance = getattr(self.frontier, "importance", None)
         self._opened = True
         if self.config.max_pages_per_host is not None:
-            self.links.admitted.update(await self.backend.host_url_counts())
+            counts = await self.backend.host_url_counts()
+            if counts is None:  # the frontier keeps it, job-wide (redis_budget.py)
+                self.links.max_per_host = None
+            else:
+                self.links.admitted.update(counts)
         self.discovery.widen_scope(await self.backend.scope_hosts())
         await self._add_seeds()
         await self._commit()

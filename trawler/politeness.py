@@ -94,8 +94,13 @@ class PolitenessPolicy:
         now: float,
     ) -> None:  # fmt: skip
         """Let the host's answer slow it down (429/503, failures) or let it recover."""
+        backoff_s = slot.health.backoff_s
         self.retry.on_response(slot.health, status, error, retry_after_s, now)
-        if slot.last_sent_at is not None:
+        if slot.last_sent_at is not None and slot.health.backoff_s < backoff_s:
+            # Recovering: the interval after this request is the shorter one now, not
+            # the one its sending set from the back-off as it was.
+            slot.next_allowed_at = slot.last_sent_at + self.interval_s(slot) + SPACING_MARGIN_S
+        elif slot.last_sent_at is not None:
             self.after_request(slot, slot.last_sent_at)  # the interval may have grown
         slot.next_allowed_at = max(slot.next_allowed_at, not_before(slot.health))
 

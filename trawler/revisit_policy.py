@@ -43,11 +43,10 @@ OPTIMAL = "optimal"
 PROPORTIONAL = "proportional"
 POLICIES = (OPTIMAL, PROPORTIONAL)
 
-# Beyond this many distinct rates, rates are grouped by log(λ) in steps of 1/32 (3 %
-# apart) to solve for μ: the solve costs the same for a million pages as for a few
-# thousand distinct rates.
-_MAX_GROUPS = 4096
-_LOG_STEP = 1 / 32
+# Rates are grouped by log(λ) in steps of 1/32 (3 % apart) to solve for μ: the solve
+# costs the same for a million pages as for a few thousand groups. store/pg_versions.py
+# groups them alike, in SQL.
+RATE_LOG_STEP = 1 / 32
 _PRICE_STEPS = 200
 
 
@@ -147,18 +146,16 @@ def proportional_budget_per_s(rates: Iterable[float], bounds: Bounds) -> float:
 
 
 def rate_groups(rates: Iterable[float]) -> list[tuple[float, int]]:
-    """(rate, pages): equal rates together; beyond ``_MAX_GROUPS`` distinct rates,
-    rates 3 % apart merged (their mean standing for them)."""
-    exact = Counter(max(rate, 0.0) for rate in rates)
-    if len(exact) <= _MAX_GROUPS:
-        return list(exact.items())
-    sums: dict[int | None, list[float]] = {}
-    for rate, n in exact.items():
-        key = None if rate == 0 else round(math.log(rate) / _LOG_STEP)
-        group = sums.setdefault(key, [0.0, 0])
+    """(rate, pages): rates 3 % apart together (``RATE_LOG_STEP`` of log λ; rate 0
+    apart), a group of equal rates standing for itself, any other for their mean."""
+    groups: dict[int | None, list[float]] = {}  # key -> [sum of rates, pages, min, max]
+    for rate, n in Counter(max(rate, 0.0) for rate in rates).items():
+        key = None if rate == 0 else round(math.log(rate) / RATE_LOG_STEP)
+        group = groups.setdefault(key, [0.0, 0, rate, rate])
         group[0] += rate * n
         group[1] += n
-    return [(total / n, int(n)) for total, n in sums.values()]
+        group[2], group[3] = min(group[2], rate), max(group[3], rate)
+    return [(low if low == high else total / n, int(n)) for total, n, low, high in groups.values()]
 
 
 def _spent_per_s(groups: list[tuple[float, int]], price: float, bounds: Bounds) -> float:
@@ -215,7 +212,17 @@ def plan_schedule(
     ``budget_per_s`` (default: what the proportional schedule would spend)."""
     if policy == PROPORTIONAL:
         return RevisitSchedule(bounds, PROPORTIONAL)
-    groups = rate_groups(rates)
+    return priced_schedule(rate_groups(rates), bounds, policy, budget_per_s)
+
+
+def priced_schedule(
+    groups: list[tuple[float, int]], bounds: Bounds, policy: str = OPTIMAL,
+    budget_per_s: float | None = None,
+) -> RevisitSchedule:  # fmt: skip
+    """``plan_schedule`` over rates grouped already (``rate_groups``, or its SQL twin
+    in store/pg_versions.py)."""
+    if policy == PROPORTIONAL:
+        return RevisitSchedule(bounds, PROPORTIONAL)
     if not groups:
         return RevisitSchedule(bounds, policy)
     if budget_per_s is None:

@@ -6,6 +6,7 @@ claim expires, and a visit recorded once per due time however often its commit r
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,13 @@ from trawler.records import FetchResult
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_lanes import revisit_request
 from trawler.recrawl_visit import RevisitOutcome, judge
-from trawler.revisit_policy import OPTIMAL, PROPORTIONAL, plan_schedule
+from trawler.revisit_policy import (
+    OPTIMAL,
+    PROPORTIONAL,
+    plan_schedule,
+    priced_schedule,
+    rate_groups,
+)
 from trawler.store import pg_versions as pv
 from trawler.store.dist_revisits import DistributedRevisits
 from trawler.store.pgschema import MIGRATIONS
@@ -180,3 +187,68 @@ async def test_the_workers_price_the_jobs_revisit_policy(
     assert [revisits.schedule.interval_s(r) for r in rates] == [
         proportional.interval_s(r) for r in rates
     ]
+
+
+async def test_a_visit_postgresql_refuses_puts_its_page_off(
+    store: PostgresStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A visit whose row PostgreSQL refuses (a status out of integer range, as
+    test_commit_isolation.py's pages): logged once, the page due again an interval
+    later, not again and again as soon as its claim ends; the batch commits."""
+    job = await seeded_job(store)
+    async with store.pool.connection() as conn:
+        state, depth = (await pv.claim_due(conn, job, 60.0, 1, until=90.0))[0]
+    body = b"<p>x</p>"
+    result = FetchResult(state.url, state.url, status=2**70, body=body, raw_body=body,
+                         content_type="text/html", started_at=70.0)  # fmt: skip
+    outcome = RevisitOutcome(revisit_request(state, depth), state, result, judge(state, result))
+    revisits = DistributedRevisits.open(store, job, WINDOW, tmp_path, "w0", 10**8, 30.0)
+    try:
+        for _ in range(2):  # the second: a commit retried after an unknown outcome
+            await store.store_batch(job, also=revisits.rows_of([], [outcome]))
+    finally:
+        revisits.close()
+    refused = [r for r in caplog.records if "cannot record the revisit" in r.getMessage()]
+    assert len(refused) == 1 and state.url in refused[0].getMessage()
+    async with store.pool.connection() as conn:
+        visits = await (await conn.execute("SELECT count(*) FROM visits")).fetchone()
+        row = await (await conn.execute(
+            "SELECT next_visit_at, claimed_until, version FROM revisit_state WHERE url = %s",
+            (state.url,),
+        )).fetchone()  # fmt: skip
+    assert visits == (0,) and row is not None
+    assert row[0] == pytest.approx(70.0 + WINDOW.interval_s(state.rate_per_s))
+    assert row[1:] == (None, 1)
+    assert state.url not in await claim(store, job, now=91.0)  # its claim over: not due
+
+
+async def test_the_rates_are_grouped_in_postgresql_as_in_python(store: PostgresStore) -> None:
+    """pv.job_rate_groups, one query, groups as revisit_policy.rate_groups: rates
+    3 % apart together (equal ones exactly, others by their mean; pages of rate 0
+    apart), a few hundred groups for many distinct rates; the same price."""
+    job = await store.create_job(CONFIG)
+    rng = random.Random(5)
+    few = [0.0, 0.0, 1e-3, 1e-3, 1.001e-3, 0.5]
+    many = few + [10 ** rng.uniform(-7, -1) for _ in range(5000)]
+    for rates in (few, many):
+        async with store.pool.connection() as conn:
+            await conn.execute("DELETE FROM revisit_state WHERE job_id = %s", (job,))
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO revisit_state (job_id, url, host, final_url, version,"
+                    " version_at, last_visit_at, next_visit_at, rate_per_s)"
+                    " VALUES (%s, %s, 'a.test', %s, 1, 0, 0, 0, %s)",
+                    [(job, f"http://a.test/{i}", f"http://a.test/{i}", rate)
+                     for i, rate in enumerate(rates)],
+                )  # fmt: skip
+            grouped = sorted(await pv.job_rate_groups(conn, job))
+        expected = sorted(rate_groups(rates))
+        assert [n for _, n in grouped] == [n for _, n in expected]
+        assert [r for r, _ in grouped] == pytest.approx([r for r, _ in expected], rel=1e-9)
+        bounds = WINDOW.bounds
+        assert priced_schedule(grouped, bounds).price == pytest.approx(
+            plan_schedule(rates, bounds).price, rel=1e-6
+        )
+    mean = pytest.approx((2e-3 + 1.001e-3) / 3)
+    assert sorted(rate_groups(few)) == [(0.0, 2), (mean, 3), (0.5, 1)]
+    assert len(grouped) < 500

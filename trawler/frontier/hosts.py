@@ -58,6 +58,13 @@ class HostTable:
         if next_allowed_at > claim.next_allowed_at:
             claim.next_allowed_at = next_allowed_at
 
+    @staticmethod
+    def sooner(claim: HostClaim, last_sent_at: float | None, next_allowed_at: float) -> None:
+        """The job that sent the host's last request saw it recover (a good answer
+        after a 429/503): the next-allowed time that request set may come sooner."""
+        if last_sent_at is not None and last_sent_at == claim.last_sent_at:
+            claim.next_allowed_at = min(claim.next_allowed_at, next_allowed_at)
+
     def forget_times(self) -> None:
         """Politeness settings changed: each job notes its hosts again (set_policy)."""
         for claim in self._claims.values():

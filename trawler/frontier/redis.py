@@ -20,6 +20,7 @@ Key layout, per job (hash tag ``{job}``) and per host across all jobs:
     trawler:{job}:queued        counter
     trawler:{job}:pages         the job's pages stored, for --max-pages (redis_budget.py)
     trawler:{job}:admitted      HASH  host -> URLs admitted, for --max-pages-per-host
+    trawler:{job}:host_budget_refused  counter: URLs refused for their host's budget
     trawler:{job}:robots:<profile>:<origin>  HASH  a robots.txt fetch that failed (TTL)
     trawler:host:{<host>}       HASH  next (ms), crawl_delay, owner, job, until
     trawler:robots:<profile>:<origin>  HASH  a robots.txt answer, for every job whose
@@ -146,6 +147,8 @@ class RedisFrontier:
         self._turn = 0  # the bucket next() starts from
         self._known: dict[int, tuple[float, bool]] = {}  # bucket -> nothing ready until, done
         self._inflight_bucket: dict[int, int] = {}  # fp -> bucket, of _inflight
+        # URLs this worker's commits refused for their host's budget (redis_budget.py)
+        self.budget_refusals = 0
         self._scripts = {name: client.register_script(text) for name, text in lua.SCRIPTS.items()}
         self._robots = SharedRobots(client, f"{options.prefix}:", self._jp, health)
         self._held: dict[str, HostSlot] = {}  # hosts this worker holds
@@ -232,8 +235,10 @@ class RedisFrontier:
         for bucket, group in self._by_bucket(new_requests):
             self._known.pop(bucket, None)
             for chunk in chunks(group):
-                if await self._run("COMMIT", [*head, *commit_new_args(chunk)], bucket):
+                added, refused = await self._run("COMMIT", [*head, *commit_new_args(chunk)], bucket)
+                if added:
                     self._wake.set()
+                self.budget_refusals += refused
         if pages_stored is not None and self.options.max_pages is not None:
             if self.budget is not None:
                 await self.budget.record_pages(pages_stored)
@@ -249,6 +254,16 @@ class RedisFrontier:
                 self._wake.set()
         if self.budget is not None and done:
             await self.budget.release([r.fp for r in done])
+
+    async def host_budget_refused(self) -> int:
+        """URLs the job's commits refused for their host's budget, each counted once
+        by the COMMIT that marked it seen (redis_budget.py), over all buckets."""
+        keys = [self.keys.job_prefix(b) + "host_budget_refused" for b in self.keys.all_buckets()]
+
+        async def read() -> int:
+            return sum([int(await self.redis.get(key) or 0) for key in keys])
+
+        return await self._call(read)
 
     async def next(self) -> CrawlRequest | None:
         opts = self.options

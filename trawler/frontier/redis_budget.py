@@ -18,8 +18,15 @@ in flight may still spend it, the worker waits.
 ``--max-pages-per-host``: COMMIT admits a new URL only while its host has fewer
 than the budget admitted (HASH ``admitted``), in the script that adds it to the
 seen set: two workers finding one host's links at once admit the budget between
-them. A refused URL is not marked seen; found again, it is refused again (one
-HGET).
+them. A refused URL is marked seen, as the embedded frontier's seen set does
+(frontier/seen.py): the budget is never given back, so it would be refused again.
+The COMMIT that marks it counts it (``host_budget_refused``), so each URL counts
+once, over all workers and whatever retries; the worker raises the job's
+``rejected.host_budget`` counter in PostgreSQL to that total after its commit
+(``GREATEST``: raises in any order agree; a worker killed between its COMMIT and
+its raise leaves the counter short until the job's next refusal raises it). Here
+the workers' link filters do not refuse (the backend's ``host_url_counts`` is
+None): this count is the only one.
 """
 
 BUDGET_LIB = """

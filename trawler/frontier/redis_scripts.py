@@ -332,8 +332,9 @@ return 1
 
 # ARGV: jp, hp, job, seen base bits, max URLs a host (0: none; redis_budget.py), n_new,
 # n_done, then n_new x (fp8, host, depth, payload), then n_done x (lease key, host,
-# depth, payload). Re-running it changes nothing more: the seen set admits a URL
-# once, an acknowledgement removes what is there.
+# depth, payload). Re-running it changes nothing more: the seen set admits (or
+# refuses) a URL once, an acknowledgement removes what is there. Returns {URLs
+# added, URLs refused for their host's budget}.
 COMMIT = (
     PRELUDE
     + SEEN_LIB
@@ -342,19 +343,24 @@ COMMIT = (
 local job, n_new, n_done = ARGV[3], tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_per_host = tonumber(ARGV[5])
 local s = seen_state(ARGV[4])
-local added, touched = 0, {}
+local added, refused, touched = 0, 0, {}
 for i = 0, n_new - 1 do
   local fp8, host = ARGV[8 + 4 * i], ARGV[9 + 4 * i]
-  if host_has_room(host, max_per_host)
-      and redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
-    push(host, ARGV[10 + 4 * i], ARGV[11 + 4 * i], false)
-    host_admit(host, max_per_host)
-    added = added + 1
-    touched[host] = true
+  local room = host_has_room(host, max_per_host)
+  if redis.call('HSETNX', seen_bucket(s, fp8), seen_field(s, fp8), '') == 1 then
+    if room then
+      push(host, ARGV[10 + 4 * i], ARGV[11 + 4 * i], false)
+      host_admit(host, max_per_host)
+      added = added + 1
+      touched[host] = true
+    else
+      refused = refused + 1  -- seen from now on: refused and counted once (redis_budget.py)
+    end
   end
 end
-seen_grow(s, added)
+seen_grow(s, added + refused)
 if added > 0 then redis.call('INCRBY', jp .. 'queued', added) end
+if refused > 0 then redis.call('INCRBY', jp .. 'host_budget_refused', refused) end
 for host in pairs(touched) do
   if not held_by_job(hp .. host, job) then schedule(host, host_next(host)) end
 end
@@ -374,7 +380,7 @@ for i = 0, n_done - 1 do
     if gone > 0 then redis.call('DECR', jp .. 'queued') end
   end
 end
-return added
+return {added, refused}
 """
 )
 

@@ -293,7 +293,11 @@ class SqliteFrontier:
         self, host: str, status: int | None, error: str | None, retry_after_s: float | None
     ) -> None:
         slot = self._slot(host)
+        before = slot.next_allowed_at
         self.policy.after_response(slot, status, error, retry_after_s, self.clock())
+        if slot.next_allowed_at < before:  # recovering (politeness.after_response)
+            assert slot.claim is not None
+            HostTable.sooner(slot.claim, slot.last_sent_at, slot.next_allowed_at)
         self._note(slot)
 
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:

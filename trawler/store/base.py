@@ -214,8 +214,9 @@ class Backend(Protocol):
     async def commit(self, batch: CommitBatch) -> None:
         """Make the batch durable, schedule its new URLs, acknowledge its leases."""
 
-    async def host_url_counts(self) -> dict[str, int]:
-        """URLs admitted so far per host (for the per-host budget)."""
+    async def host_url_counts(self) -> dict[str, int] | None:
+        """URLs admitted so far per host (for the per-host budget); None when the
+        frontier keeps the budget itself (then the link filter does not refuse)."""
 
     async def scope_hosts(self) -> list[str]:
         """The hosts of the job's seeds (host keys): its scope, kept with the job."""

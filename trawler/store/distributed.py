@@ -125,12 +125,22 @@ class DistributedBackend:
                 also, commit, self.dedup,
             )  # fmt: skip
             await self.frontier.commit(batch.all_new_requests(), done, pages_stored)
+            await self._count_budget_refusals()
             if batch.revisits:  # their rows are committed: end their leases last
                 await self.frontier.revisits.done([r.request for r in batch.revisits])
         except OutageAbandoned as exc:  # a CancelledError: the engine must see a failure
             raise ServiceUnavailable(
                 f"{exc}; {len(done)} results not committed (their URLs will be fetched again)"
             ) from None
+
+    async def _count_budget_refusals(self) -> None:
+        """The job's URLs refused for their host's budget, counted once each in Redis
+        (frontier/redis_budget.py), into its ``rejected.host_budget`` counter."""
+        assert self.frontier is not None
+        if self.frontier.budget_refusals:
+            total = await self.frontier.host_budget_refused()
+            await self.store.raise_counter(self.job_id, "rejected.host_budget", total)
+            self.frontier.budget_refusals = 0  # after: a commit retried raises it again
 
     def _write_warc(self, batch: CommitBatch) -> None:
         assert self.warc is not None
@@ -151,10 +161,10 @@ class DistributedBackend:
         assert self.revisits is not None
         await self.revisits.feed(frontier)
 
-    async def host_url_counts(self) -> dict[str, int]:
-        # None to start from: --max-pages-per-host is kept for the job in Redis
-        # (redis_budget.py); the engine's own count only refuses sooner.
-        return {}
+    async def host_url_counts(self) -> None:
+        # --max-pages-per-host is kept, and its refusals counted, for the job in Redis
+        # (redis_budget.py): the link filter leaves it to the frontier.
+        return None
 
     async def scope_hosts(self) -> list[str]:
         return await self.store.scope_hosts(self.job_id)

@@ -84,6 +84,11 @@ _ADD_COUNTER = (
     "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
     " ON CONFLICT (job_id, name) DO UPDATE SET value = counters.value + excluded.value"
 )
+# A total counted elsewhere, exactly (frontier/redis_budget.py): raised, never lowered.
+_RAISE_COUNTER = (
+    "INSERT INTO counters (job_id, name, value) VALUES (%s, %s, %s)"
+    " ON CONFLICT (job_id, name) DO UPDATE SET value = GREATEST(counters.value, excluded.value)"
+)
 # 1 row when the id is new, 0 when this writer's last commit was this one (applied).
 _CLAIM_COMMIT = (
     "INSERT INTO applied_commits (job_id, writer, commit_id) VALUES (%s, %s, %s)"
@@ -259,6 +264,15 @@ class PostgresStore:
 
         if rows:
             await self._call(insert)
+
+    async def raise_counter(self, job_id: str, name: str, total: int) -> None:
+        """Set a counter to ``total`` unless it is already higher."""
+
+        async def upsert() -> None:
+            async with self.pool.connection() as conn:
+                await conn.execute(_RAISE_COUNTER, (job_id, name, total))
+
+        await self._call(upsert)
 
     async def get_job(self, job_id: str) -> tuple[CrawlConfig, str]:
         """The job's config and state; KeyError when there is no such job."""
