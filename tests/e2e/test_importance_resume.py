@@ -21,7 +21,7 @@ from trawler.store.sqlite import DB_NAME
 
 __all__ = ["skew_site"]
 STOP_AFTER = 120  # pages of the 800 fetched before the stop
-MARGIN = 0.12  # the kept cash's share must beat the lost cash's by this much
+MARGIN = 0.25  # the kept cash's share must beat the lost cash's by this much (measured: 0.81 vs 0.26)
 
 
 def resume(site: SkewSite, data: Path) -> list:
@@ -58,5 +58,4 @@ def test_a_resumed_crawl_keeps_its_importance_order(
         after = resume(skew_site, directory)
         assert sorted(set(after) | before) == sorted(web.out), "every page, once resumed"
         shares[name] = early_share(top, [p for p in after if p not in before], 0.2)
-    print("shares after resume", shares)
     assert shares["kept"] >= shares["lost"] + MARGIN, shares

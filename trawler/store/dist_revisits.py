@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
-from trawler import __version__
+from trawler import __version__, tdmrefresh
 from trawler.outage import guarded
 from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
 from trawler.recrawl_lanes import revisit_request
@@ -121,7 +121,8 @@ class DistributedRevisits:
         costs that visit only, and its page stays due."""
         try:
             async with cur.connection.transaction():
-                await pv.record(cur, self.job_id, outcome, self.schedule)
+                if await pv.record(cur, self.job_id, outcome, self.schedule):
+                    await tdmrefresh.astore(cur, self.job_id, outcome)  # as it is now
         except ROW_REJECTED as exc:
             log.warning("cannot record the revisit of %s: %s", outcome.state.url, exc)
 
