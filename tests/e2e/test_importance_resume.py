@@ -21,7 +21,9 @@ from trawler.store.sqlite import DB_NAME
 
 __all__ = ["skew_site"]
 STOP_AFTER = 120  # pages of the 800 fetched before the stop
-MARGIN = 0.25  # the kept cash's share must beat the lost cash's by this much (measured: 0.81 vs 0.26)
+MARGIN = (
+    0.25  # the kept cash's share must beat the lost cash's by this much (measured: 0.81 vs 0.26)
+)
 
 
 def resume(site: SkewSite, data: Path) -> list:
@@ -31,9 +33,7 @@ def resume(site: SkewSite, data: Path) -> list:
     return site.fetched(before)
 
 
-def test_a_resumed_crawl_keeps_its_importance_order(
-    skew_site: SkewSite, tmp_path: Path
-) -> None:
+def test_a_resumed_crawl_keeps_its_importance_order(skew_site: SkewSite, tmp_path: Path) -> None:
     data = tmp_path / "kept"
     cmd = [sys.executable, "-m", "trawler", "crawl", *skew_site.seeds, "--data", str(data),
            "--allow-private", "-q", "--no-sitemaps", "--scope", "any", "--delay", "0.05",
