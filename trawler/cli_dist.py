@@ -238,6 +238,24 @@ async def export_job_graph(postgres: str, job_id: str, out: Any, fmt: str) -> in
         await store.close()
 
 
+async def export_job_hosts(postgres: str, job_id: str, out: Any, fmt: str) -> int:
+    """`trawler export --hosts --postgres`: the job's hosts (export_hosts.py)."""
+    from trawler.export import open_row_writer
+    from trawler.export_hosts import HOST_COLUMNS, aiter_hosts
+
+    store = await _connect_store(postgres)
+    try:
+        await store.get_job(job_id)  # KeyError for an unknown job
+        writer = open_row_writer(out, fmt, HOST_COLUMNS)
+        async with store.pool.connection() as conn, conn.transaction():
+            async for row in aiter_hosts(conn, job_id):
+                writer.write(row)
+        writer.close()
+        return writer.count
+    finally:
+        await store.close()
+
+
 async def job_versions(
     postgres: str, job_id: str, url: str | None, latest_only: bool, out: Any, text: bool
 ) -> int:

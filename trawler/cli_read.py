@@ -61,6 +61,7 @@ def export(
     attempts: Annotated[bool, typer.Option("--attempts", help="Export the fetch log instead: a row per fetch attempt, retries included (url, attempt, started_at, duration_s, status, error, decision).")] = False,
     warc_dir: Annotated[list[Path] | None, typer.Option("--warc-dir", help="--format wacz: where the job's WARC files are (repeat for each worker's); required with --postgres [the job's warc/ in DATA].")] = None,
     graph: Annotated[bool, typer.Option("--graph", help="The link graph instead: a row per link (from_url, to_url, anchor, rel, reason).")] = False,
+    hosts: Annotated[bool, typer.Option("--hosts", help="A row per host instead: pages, robots.txt status, AI crawlers' robots.txt groups, tdmrep.json and its reservation of /.")] = False,
 ) -> None:  # fmt: skip
     """Write one row per fetched URL (streaming) as JSON lines, CSV or Parquet; `kind`
     says what it is. Or package the job's WARC files as a WACZ (--format wacz)."""
@@ -70,9 +71,11 @@ def export(
 
     if postgres is not None and job is None:
         fail("--postgres needs --job")
-    if graph:
-        _check_graph_options(format, output, attempts, warc_dir)
-        _export_graph(data, format.value, output, postgres, job)
+    if graph and hosts:
+        fail("--graph and --hosts are two exports: give one")
+    if graph or hosts:
+        _check_graph_options(format, output, attempts, warc_dir, "--hosts" if hosts else "--graph")
+        (_export_hosts if hosts else _export_graph)(data, format.value, output, postgres, job)
         return
     if versions not in ("latest", "all"):
         fail(f"--versions must be latest or all, not {versions!r}")
@@ -124,11 +127,14 @@ def _export_failed(exc: Exception, data: Path, job: str | None, output: Path | N
 
 
 def _check_graph_options(
-    format: ExportFormat, output: Path | None, attempts: bool, warc_dir: list[Path] | None
-) -> None:
-    """`--graph` writes edges: jsonl, csv or parquet (a file, as for pages)."""
+    format: ExportFormat, output: Path | None, attempts: bool, warc_dir: list[Path] | None,
+    option: str = "--graph",
+) -> None:  # fmt: skip
+    """`--graph` (edges) and `--hosts` write rows: jsonl, csv or parquet (a file, as
+    for pages)."""
     if format is ExportFormat.wacz or attempts or warc_dir:
-        fail("--graph exports the link graph: not with --format wacz, --attempts or --warc-dir")
+        what = "the link graph" if option == "--graph" else "a row per host"
+        fail(f"{option} exports {what}: not with --format wacz, --attempts or --warc-dir")
     if format in FILE_FORMATS and output is None:
         fail(f"--format {format.value} writes a file: give --output FILE")
 
@@ -192,6 +198,20 @@ def _export_graph(
         data, job, postgres, output, "edges",
         lambda conn, out: write_edges(iter_edges(conn), out, fmt),
         lambda pg, job_id, out: export_job_graph(pg, job_id, out, fmt),
+    )  # fmt: skip
+
+
+def _export_hosts(
+    data: Path, fmt: str, output: Path | None, postgres: str | None, job: str | None
+) -> None:
+    """`trawler export --hosts`: reuse reservations per host (export_hosts.py)."""
+    from trawler.cli_dist import export_job_hosts
+    from trawler.export_hosts import write_hosts
+
+    _write_rows(
+        data, job, postgres, output, "hosts",
+        lambda conn, out: write_hosts(conn, out, fmt),
+        lambda pg, job_id, out: export_job_hosts(pg, job_id, out, fmt),
     )  # fmt: skip
 
 

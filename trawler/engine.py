@@ -132,7 +132,7 @@ class Crawler:
         self.commits = Commits(backend, self._take_counters)
         revisits = revisits or continuous_options(config, backend)
         self.revisits = None if revisits is None else RevisitFlow(
-            revisits, backend, self.discovery, self._counters  # type: ignore[arg-type]
+            revisits, backend, self.discovery, self._counters, self.tdm  # type: ignore[arg-type]
         )  # fmt: skip
         self.robots.read_shared = revisits is None or not revisits.reread_robots
         self.rendering = None if config.render == "never" else Rendering(

@@ -79,6 +79,13 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
     "started_at": TIMESTAMP,
     "duration_s": pa.float64(),
     "decision": pa.string(),
+    # a host's reuse reservations (`--hosts`: export_hosts.HOST_COLUMNS)
+    "host": pa.string(),
+    "pages": pa.int64(),
+    "robots_status": pa.int16(),
+    "robots_error": pa.string(),
+    "tdmrep_json": pa.string(),  # found, absent, malformed, not_fetched, unknown
+    "tdmrep_rules": pa.int32(),
 }
 
 

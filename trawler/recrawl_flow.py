@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from trawler import tdmrefresh
 from trawler.config import CrawlConfig
 from trawler.discovery import Discovery
 from trawler.frontier.base import Revisitable
@@ -34,6 +35,7 @@ from trawler.recrawl import RevisitWindow
 from trawler.recrawl_lanes import REVISIT, revisit_request, state_of
 from trawler.recrawl_visit import CHANGED, REDIRECTED, RevisitOutcome, conditional_headers, judge
 from trawler.store.base import DONE, RevisitBackend, UrlOutcome
+from trawler.tdmgate import TdmGate
 
 log = logging.getLogger("trawler")
 
@@ -73,9 +75,11 @@ def revisit_headers(request: CrawlRequest) -> tuple[tuple[str, str], ...]:
 
 class RevisitFlow:
     def __init__(self, options: RevisitOptions, backend: RevisitBackend, discovery: Discovery,
-                 counters: Counter[str]) -> None:  # fmt: skip
-        """``counters``: the crawl's (kept with each commit): ``revisit.<verdict>``."""
+                 counters: Counter[str], tdm: TdmGate | None = None) -> None:  # fmt: skip
+        """``counters``: the crawl's (kept with each commit): ``revisit.<verdict>``;
+        ``tdm``: the crawl's reuse-reservation gate, to refresh a page's (tdmrefresh.py)."""
         self.options = options
+        self.tdm = tdm
         self.backend = backend
         self.discovery = discovery
         self.counters = counters
@@ -141,10 +145,13 @@ class RevisitFlow:
         state = state_of(request)
         judgement = judge(state, result)
         outcome = RevisitOutcome(request, state, result, judgement)
+        page = None
         if judgement.verdict in (CHANGED, REDIRECTED):
             unit = UrlOutcome(request, DONE, [], result)
-            await self.discovery.analyse(unit, frontier)
+            page = await self.discovery.analyse(unit, frontier)
             outcome.discovered = unit.discovered
+        if self.tdm is not None:
+            tdmrefresh.refresh(outcome, page, self.tdm)
         self._count(judgement.verdict)
         self.totals.body_bytes += len(result.raw_body)
         return outcome

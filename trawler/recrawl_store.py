@@ -14,7 +14,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from trawler import __version__
+from trawler import __version__, tdmrefresh
 from trawler.records import FetchResult
 from trawler.recrawl import Interval, RevisitWindow, estimate_rate, lastmod_epoch, prior_rate
 from trawler.recrawl_visit import (
@@ -180,6 +180,7 @@ class RecrawlStore:
         if judgement.verdict == CHANGED or new_state.version != state.version:
             v.add_version(self.conn, _version_values(new_state, result, judgement, place))
         v.put_state(self.conn, new_state)
+        tdmrefresh.store(self.conn, outcome)  # its reuse reservation as it is now
 
     def _archive(
         self, state: v.RevisitState, result: FetchResult, judgement: Judgement

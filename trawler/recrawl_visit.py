@@ -55,6 +55,9 @@ class RevisitOutcome:
     reason: str | None = None  # why it was not fetched (robots, blocklist, ...)
     warc_place: tuple[str | None, int | None] = (None, None)  # of its records, once written
     discovered: list[CrawlRequest] = field(default_factory=list)
+    # The page's reuse reservation now (tdmrefresh.py FIELDS); None: left as stored.
+    reservation: tuple | None = None
+    keeps_meta: bool = False  # the body was not read again: a stored meta statement stays
 
 
 def validators(headers: list[tuple[str, str]]) -> tuple[str | None, str | None]:

@@ -25,9 +25,12 @@ from trawler.robotsgate import RobotsGate
 from trawler.tdmrep import (
     KEPT_PROFILE_SUFFIX,
     TDMREP_PATH,
+    AiGroups,
+    Reservation,
     TdmRepError,
     TdmRule,
     file_reservation,
+    header_reservation,
     parse_tdmrep,
 )
 from trawler.urls import origin
@@ -92,6 +95,17 @@ class TdmGate:
             return _NO_FILE
         self.counters["tdmrep.files"] += 1
         return rules
+
+    def restated(
+        self, url: str, headers: list[tuple[str, str]]
+    ) -> tuple[Reservation, AiGroups | None]:
+        """What a revisited page whose body was not read again states now: its
+        headers, else its origin's file's rule; and its host's AI crawlers' groups."""
+        stated = header_reservation(headers)
+        rules = self._rules.get(origin(url))
+        if stated.source is None and rules:
+            stated = file_reservation(rules, url)
+        return stated, self.robots.ai_groups(url)
 
     def annotate(self, page: PageRecord) -> None:
         """The origin's statements on a page that got an answer: the tdmrep.json rule

@@ -20,6 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from trawler.api.deps import StoreUnavailable
 from trawler.config import CrawlConfig
+from trawler.export_hosts import pg_host_reservations, with_reservations
 from trawler.frontier.redis_view import FrontierView
 from trawler.jobs.model import UnknownJob
 from trawler.store import pg_graph, pg_provenance, pg_search
@@ -29,6 +30,7 @@ from trawler.store.search import SearchHit
 from trawler.store.sqlite_export import EXPORT_COLUMNS
 from trawler.store.sqlite_hosts import current_interval_s, host_row
 from trawler.store.sqlite_read import PageFilter
+from trawler.store.tdm_read import pg_page_reservation
 from trawler.urls import host_key
 
 _FAILURES = (psycopg.OperationalError, psycopg.InterfaceError, redis.ConnectionError,
@@ -126,8 +128,9 @@ class PostgresJobReader:
         }  # fmt: skip
         graph = pg_graph.inbound_report(self.conn, self.job_id, url)
         why = pg_provenance.provenance(self.conn, self.job_id, url, self.config.max_pages)
+        tdm = pg_page_reservation(self.conn, self.job_id, url)
         return {"url": url, "host": host_key(url), **report, **graph, "robots": None,
-                "provenance": why}  # fmt: skip
+                "provenance": why, **tdm}  # fmt: skip
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
         names, total = pg.stored_hosts(self.conn, self.job_id, offset, limit)
@@ -155,7 +158,7 @@ class PostgresJobReader:
             row["robots"] = None if host not in robots else {
                 "status": status, "error": error, "crawl_delay": crawl_delay}  # fmt: skip
             rows.append(row)
-        return rows
+        return with_reservations(rows, pg_host_reservations(self.conn, self.job_id, names))
 
     def host_report(self, host: str) -> dict | None:
         if "\x00" in host:

@@ -266,6 +266,12 @@ class UrlReport(BaseModel):
     urls_discovered: int  # new URLs it brought into the crawl
     robots: RobotsVerdict | None  # None: no robots.txt of its origin kept
     provenance: Provenance | None = None  # None: the job never met the URL
+    # The stored page's reuse reservation (tdmrep.py); all None: no page stored.
+    tdm_reservation: bool | None = None
+    tdm_policy: str | None = None
+    tdm_source: str | None = None  # header, meta, tdmrep.json
+    ai_robots_groups: str | None = None
+    ai_robots_disallowed: str | None = None
 
 
 class HostNumbers(BaseModel):
@@ -291,6 +297,15 @@ class HostRow(HostNumbers):
     interval_s: float  # start to start, now: max(delay, Crawl-delay) + back-off
     backoff_s: float | None  # None: not backed off
     robots: RobotsSummary | None  # None: no robots.txt fetched yet
+    # Reuse reservations of the host (export_hosts.py): its robots.txt's AI crawler
+    # groups, its tdmrep.json (found, absent, malformed, not_fetched; unknown on
+    # PostgreSQL) and what that file says of "/".
+    ai_robots_groups: str | None = None
+    ai_robots_disallowed: str | None = None
+    tdmrep_json: str | None = None
+    tdmrep_rules: int | None = None
+    tdm_reservation: bool | None = None
+    tdm_policy: str | None = None
 
 
 class HostList(BaseModel):

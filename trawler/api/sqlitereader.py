@@ -11,10 +11,12 @@ from pathlib import Path
 from types import TracebackType
 
 from trawler.api.deps import NoCrawlData, StoreUnavailable
+from trawler.export_hosts import host_reservations, with_reservations
 from trawler.export_versions import has_versions, versioned_rows
 from trawler.store import search, sqlite_graph, sqlite_hosts, sqlite_provenance, sqlite_read
 from trawler.store.sqlite import NotTrawlerData, connect, has_table
 from trawler.store.sqlite_export import EXPORT_COLUMNS, iter_pages
+from trawler.store.tdm_read import page_reservation
 from trawler.store.versions import versions_of
 
 
@@ -97,10 +99,14 @@ class SqliteJobReader:
         report["provenance"] = sqlite_provenance.provenance(
             self.conn, url, report["host"], self.config.max_pages if self.config else None
         )
+        report.update(page_reservation(self.conn, url))
         return {**report, **sqlite_graph.inbound_report(self.conn, url)}  # the link graph's
 
     def hosts(self, offset: int, limit: int, sort: str = "host") -> tuple[list[dict], int]:
-        return sqlite_hosts.host_rows(self.conn, offset, limit, sort, self.config)
+        rows, total = sqlite_hosts.host_rows(self.conn, offset, limit, sort, self.config)
+        return with_reservations(
+            rows, host_reservations(self.conn, [r["host"] for r in rows])
+        ), total
 
     def host_report(self, host: str) -> dict | None:
         if self.config is None:

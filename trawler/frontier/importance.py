@@ -13,9 +13,9 @@ Kept in memory, per queued URL only: a URL's cash leaves the table when it is
 leased and travels on the request (``CrawlRequest.importance``) until its
 page's links share it out (discovery.py), or it is queued again (handed back,
 retried). Shares for pages fetched already are dropped: a one-pass crawl does
-not visit them again. The estimate is not kept across a restart: a resumed
-crawl starts every queued URL at nothing, so the depth order decides until
-cash comes in again.
+not visit them again. The cash of queued URLs is kept across a restart
+(importance_store.py writes what changed with each commit): a resumed crawl
+goes on in the order it had.
 
 Each host's total cash orders the hosts not visited yet (frontier/sqlite.py);
 ``risen`` names the hosts whose total rose, so the frontier re-ranks only those.
@@ -39,6 +39,7 @@ class Importance:
         self._cash: dict[int, float] = {}  # fp -> cash of a queued URL
         self._host_cash: dict[str, float] = {}  # host -> cash of its queued URLs
         self.risen: set[str] = set()  # hosts whose cash rose since the frontier looked
+        self._changed: dict[int, str] = {}  # fp -> host, credited since take_changes
 
     def queued(self, request: CrawlRequest) -> None:
         """A URL enters its host's queue: a seed with its starting cash, a URL handed
@@ -83,6 +84,20 @@ class Importance:
         if cash > 0.0:
             self._host_cash[host] = self._host_cash.get(host, 0.0) + cash
             self.risen.add(host)
+            self._changed[fp] = host
+
+    def take_changes(self) -> list[tuple[int, str, float]]:
+        """(fp, host, cash) of the queued URLs credited since the last call (a URL
+        leased since is left out: its kept cash stays until it is done)."""
+        changed, self._changed = self._changed, {}
+        cash = self._cash
+        return [(fp, host, cash[fp]) for fp, host in changed.items() if fp in cash]
+
+    def restore(self, rows: Iterable[tuple[int, str, float]]) -> None:
+        """The cash a stopped crawl kept (importance_store.py), before any URL is queued."""
+        for fp, host, cash in rows:
+            self._credit(host, fp, cash)
+        self._changed.clear()  # kept already
 
     def __len__(self) -> int:
         return len(self._cash)

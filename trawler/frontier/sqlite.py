@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from trawler.frontier.disk_queue import WINDOW, DiskQueues
 from trawler.frontier.hosts import HostTable
 from trawler.frontier.importance import Importance
+from trawler.frontier.importance_store import KeptCash
 from trawler.frontier.restart_state import RestartState
 from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
 from trawler.politeness import HostClaim, HostSlot, PolitenessPolicy
@@ -88,6 +89,7 @@ class SqliteFrontier:
         self._revisits = RevisitLanes()  # due revisits beside the queues (recrawl_lanes.py)
         self.seen_rows_read = 0  # rows load() read to rebuild the seen set
         self.importance = importance
+        self._kept_cash = KeptCash(importance) if importance is not None else None
 
     # -- durable side (writer thread) -------------------------------------------
     def load(self, conn: sqlite3.Connection) -> None:
@@ -101,12 +103,16 @@ class SqliteFrontier:
                 save_seen(conn, self._seen, force=True)
         remove_stale(conn)
         self._kept.load(conn, self._slot, self.policy, hosts)
+        if self._kept_cash is not None:  # before the hosts are ordered by it
+            self._kept_cash.load(conn)
         self.share_hosts(self._hosts)  # the restored times, for the other jobs too
         for host in hosts:
             self._schedule(self._slot(host))
 
     def restart_mark(self) -> tuple[int, int]:
         """Taken on the loop as a batch is handed over: what its commit keeps."""
+        if self._kept_cash is not None:
+            self._kept_cash.mark()
         return self._kept.mark()
 
     def persist_hosts(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
@@ -114,6 +120,8 @@ class SqliteFrontier:
         batch's ``restart_mark()`` (restart_state.py), and the seen array when enough
         was added to it."""
         self._kept.persist(conn, upto)
+        if self._kept_cash is not None:
+            self._kept_cash.persist(conn)
         save_seen(conn, self._seen)
 
     def persist_stopped(self, conn: sqlite3.Connection) -> None:
@@ -126,6 +134,9 @@ class SqliteFrontier:
         self._seen.merge()
         with conn:
             save_seen(conn, self._seen, force=True)
+            if self._kept_cash is not None:  # the cash credited since the last commit
+                self._kept_cash.mark()
+                self._kept_cash.persist(conn)
         remove_stale(conn)
         self._queues.close()
 
@@ -140,6 +151,8 @@ class SqliteFrontier:
     ) -> None:
         """Mark URLs done (or dead-lettered: retries spent) and skipped."""
         self._queues.persist_done(conn, done, skipped)
+        if self._kept_cash is not None:
+            self._kept_cash.done(conn, [r.fp for r, _ in done] + [r.fp for r, _ in skipped])
 
     # -- scheduling (event loop) ------------------------------------------------
     def share_hosts(self, table: HostTable) -> None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
-from trawler import __version__
+from trawler import __version__, tdmrefresh
 from trawler.outage import guarded
 from trawler.recrawl import RevisitWindow, lastmod_epoch, prior_rate
 from trawler.recrawl_lanes import revisit_request
@@ -122,7 +122,8 @@ class DistributedRevisits:
         due, it would be fed, fetched and refused again as soon as its claim ended."""
         try:
             async with cur.connection.transaction():
-                await pv.record(cur, self.job_id, outcome, self.schedule)
+                if await pv.record(cur, self.job_id, outcome, self.schedule):
+                    await tdmrefresh.astore(cur, self.job_id, outcome)  # as it is now
         except ROW_REJECTED as exc:
             state, result = outcome.state, outcome.result
             visited_at = result.started_at if result is not None else time.time()
