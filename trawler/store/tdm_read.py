@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from trawler.store.sqlite import has_column
+from trawler.store.sqlite_schema import has_column
 
 if TYPE_CHECKING:
     import psycopg
