@@ -260,8 +260,9 @@ class UrlReport(BaseModel):
     fetches: list[Fetch]
     outbound_links: int | None  # links on the page
     # Pages linking to it, from the link graph (a store from before the graph: 1 when
-    # a page discovered it); ``linked_from``: the first of them, in crawl order.
-    inbound_links: int
+    # a page discovered it); ``linked_from``: the first of them, in crawl order. None:
+    # not counted in time while a crawl writes the graph (store/sqlite_graph.py).
+    inbound_links: int | None
     linked_from: list[str] = []
     urls_discovered: int  # new URLs it brought into the crawl
     robots: RobotsVerdict | None  # None: no robots.txt of its origin kept

@@ -147,6 +147,7 @@ class EmbeddedBackend:
             policy, unproven_limit=unproven_limit(config.concurrency), **priority_options(config)
         )
         self.frontier.load(self.conn)
+        sqlite_graph.pause_index(self.conn)  # built again at close (sqlite_graph.py)
         self.dedup = ContentDedup(config.near_duplicate_bits)
         self.dedup.load(self.store.content_fingerprints())
         self.warc = WarcWriter(
@@ -243,6 +244,7 @@ class EmbeddedBackend:
             if self.frontier is not None:
                 self.frontier.persist_stopped(self.conn)
                 self.frontier.persist_closing(self.conn)
+                sqlite_graph.build_index(self.conn)
         finally:
             if self.warc is not None:
                 self.warc.close()

@@ -7,12 +7,23 @@ are compact: the page they are on by its ``pages.id``, the target as text
 fingerprint, by which an index counts a URL's inbound links. Only pages
 stored by this commit get edges: a URL stored already (``ON CONFLICT DO
 NOTHING``) keeps the edges it was stored with.
+
+The index (``links_to``) is not kept up while a crawl writes: fingerprints are
+random, so each edge lands on a random leaf of it, and once the index outgrows
+SQLite's page cache every commit rewrote most of its leaves into the WAL. On
+the 2,000-host benchmark that made the writer slower as the crawl grew and the
+crawl process's memory rise with it (+40 % writer CPU, 209 → 434 MB peak RSS;
+bench/RESULTS.md). A crawl drops it when it opens the store (``pause_index``)
+and builds it, one sort, when it closes (``build_index``); meanwhile a count
+reads the table, within a time budget.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from trawler.dedup import url_fingerprint
@@ -30,15 +41,34 @@ CREATE TABLE IF NOT EXISTS links (  -- the link graph: a row per edge (graph.py)
     rel TEXT,                       -- its rel attribute, lowercased
     reason TEXT                     -- NULL: admitted by the link filter; else why not
 );
-CREATE INDEX IF NOT EXISTS links_to ON links(to_fp, from_page);
 """
+_INDEX = "CREATE INDEX IF NOT EXISTS links_to ON links(to_fp, from_page)"
 _INSERT = "INSERT INTO links (from_page, to_url, to_fp, anchor, rel, reason) VALUES (?,?,?,?,?,?)"
 REFERRERS_SHOWN = 10  # pages linking to a URL named in its report
+# A count without the index scans the table: given up past this (a running crawl
+# of millions of edges), the count then unknown rather than the request slow.
+SCAN_BUDGET_S = 1.0
+_SCAN_CHECK_STEPS = 10_000  # SQLite VM steps between looks at the clock
 
 
 def ensure_graph_schema(conn: sqlite3.Connection) -> None:
     """Create the table (idempotent: a data directory from before it gets it empty)."""
     conn.executescript(f"BEGIN; {LINKS_SCHEMA} COMMIT;")
+
+
+def pause_index(conn: sqlite3.Connection) -> None:
+    """A crawl's writes begin: the inbound index goes (see the module doc)."""
+    conn.executescript("BEGIN; DROP INDEX IF EXISTS links_to; COMMIT;")
+
+
+def build_index(conn: sqlite3.Connection) -> None:
+    """A crawl's writes end: the inbound index, built in one sort of the edges."""
+    conn.executescript(f"BEGIN; {_INDEX}; COMMIT;")
+
+
+def has_index(conn: sqlite3.Connection) -> bool:
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'links_to'"
+    return conn.execute(sql).fetchone() is not None
 
 
 def last_page_id(conn: sqlite3.Connection) -> int:
@@ -85,8 +115,28 @@ def inbound_report(conn: sqlite3.Connection, url: str) -> dict:
     ``inbound_links`` the pages linking to normalised ``url``, ``linked_from`` the first."""
     if not has_graph(conn):
         return {}
-    count, first = inbound(conn, url_fingerprint(url))
+    if has_index(conn):
+        count, first = inbound(conn, url_fingerprint(url))
+        return {"inbound_links": count, "linked_from": first}
+    try:  # a crawl is writing (or was killed): the table read within a budget
+        with _time_budget(conn, SCAN_BUDGET_S):
+            count, first = inbound(conn, url_fingerprint(url))
+    except sqlite3.OperationalError as exc:
+        if "interrupted" not in str(exc):
+            raise
+        return {"inbound_links": None, "linked_from": []}
     return {"inbound_links": count, "linked_from": first}
+
+
+@contextmanager
+def _time_budget(conn: sqlite3.Connection, seconds: float) -> Iterator[None]:
+    """Statements on ``conn`` interrupted ("interrupted") once ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, _SCAN_CHECK_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def inbound(conn: sqlite3.Connection, fp: int) -> tuple[int, list[str]]:
