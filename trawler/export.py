@@ -12,6 +12,7 @@ import os
 import secrets
 import sqlite3
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -77,6 +78,17 @@ def open_row_writer(
     return RowWriter(out, fmt, columns)
 
 
+def write_rows(rows: Iterable[dict], out: TextIO, fmt: str, columns: tuple[str, ...],
+               warc_dirs: tuple[Path, ...] = ()) -> int:  # fmt: skip
+    """Rows through ``open_row_writer``, closed at the end; returns how many: the one
+    loop behind every export (pages, attempts, edges, hosts)."""
+    writer = open_row_writer(out, fmt, columns, warc_dirs)
+    for row in rows:
+        writer.write(row)
+    writer.close()
+    return writer.count
+
+
 def write_export(
     conn: sqlite3.Connection, out: TextIO, fmt: str, include_noindex: bool, kinds: frozenset[str],
     versions: str = "latest", warc_dirs: tuple[Path, ...] = (),
@@ -88,11 +100,7 @@ def write_export(
     columns: tuple[str, ...] = (*EXPORT_COLUMNS, "text") if with_text(fmt) else EXPORT_COLUMNS
     if has_versions(conn):
         rows, columns = versioned_rows(conn, rows, versions), (*columns, "version")
-    writer = open_row_writer(out, fmt, columns, warc_dirs)
-    for row in rows:
-        writer.write(row)
-    writer.close()
-    return writer.count
+    return write_rows(rows, out, fmt, columns, warc_dirs)
 
 
 class AtomicTextFile:

@@ -43,10 +43,6 @@ async def aiter_attempts(conn: psycopg.AsyncConnection, job_id: str) -> AsyncGen
 
 def write_attempts(conn: sqlite3.Connection, out: TextIO, fmt: str) -> int:
     """Write the embedded store's attempt rows to ``out`` as ``fmt``; returns how many."""
-    from trawler.export import open_row_writer
+    from trawler.export import write_rows
 
-    writer = open_row_writer(out, fmt, ATTEMPT_COLUMNS)
-    for row in iter_attempts(conn):
-        writer.write(row)
-    writer.close()
-    return writer.count
+    return write_rows(iter_attempts(conn), out, fmt, ATTEMPT_COLUMNS)

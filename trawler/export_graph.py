@@ -10,17 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable
 from typing import TextIO
 
-from trawler.export import open_row_writer
+from trawler.export import open_row_writer, write_rows
 from trawler.graph import EDGE_COLUMNS
 
 
 def write_edges(rows: Iterable[dict], out: TextIO, fmt: str) -> int:
     """Write edge rows (store/sqlite_graph.iter_edges) to ``out``; returns how many."""
-    writer = open_row_writer(out, fmt, EDGE_COLUMNS)
-    for row in rows:
-        writer.write(row)
-    writer.close()
-    return writer.count
+    return write_rows(rows, out, fmt, EDGE_COLUMNS)
 
 
 async def awrite_edges(rows: AsyncIterable[dict], out: TextIO, fmt: str) -> int:

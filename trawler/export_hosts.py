@@ -136,13 +136,9 @@ def iter_hosts(conn: sqlite3.Connection) -> Iterator[dict]:
 
 def write_hosts(conn: sqlite3.Connection, out: TextIO, fmt: str) -> int:
     """`trawler export --hosts` of the data directory; returns the rows written."""
-    from trawler.export import open_row_writer
+    from trawler.export import write_rows
 
-    writer = open_row_writer(out, fmt, HOST_COLUMNS)
-    for row in iter_hosts(conn):
-        writer.write(row)
-    writer.close()
-    return writer.count
+    return write_rows(iter_hosts(conn), out, fmt, HOST_COLUMNS)
 
 
 # -- PostgreSQL ----------------------------------------------------------------------
