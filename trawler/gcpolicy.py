@@ -28,8 +28,12 @@ So, once per process before the crawl starts:
   which outlive many collections. In the crawl process (bench/bench_engine.py,
   150 hosts) that was 310 young collections and 28 of the middle generation,
   ~0.25 s per 7,425 pages (~30 µs a page); at 10,000: 6-8 young ones, ~0.03-0.1 s,
-  the same peak RSS (114-116 MB). Garbage in cycles waits for at most that many
-  new objects;
+  the same peak RSS (114-116 MB). On the 2,000-host benchmark a young collection
+  cost ~7 ms at 10,000 as at 50,000 (the young objects are mostly a few big
+  containers, walked item by item each time), 6.0 s of the crawl process's CPU
+  in all; at 100,000, 0.85 s, the same peak RSS (bench/RESULTS.md, session 33).
+  Garbage in cycles waits for at most that many new objects: ~0.3 s of a crawl
+  at that pace;
 - ``sys.setswitchinterval(SWITCH_INTERVAL_S)``: the GIL convoy. The event
   loop gives up the GIL at every system call (send, recv, epoll: several a
   page), and the writer thread, busy in Python during a commit, then keeps it
@@ -52,7 +56,7 @@ import sys
 
 FULL_EVERY = 20  # middle-generation collections between full ones (CPython: 10)
 # Net new tracked objects between young collections (CPython: 700).
-YOUNG_EVERY = 10_000
+YOUNG_EVERY = 100_000
 MAX_DESCRIPTORS = 65_536  # the soft limit asked for under an unlimited hard one
 SWITCH_INTERVAL_S = 0.0005  # 0.2 ms measured the same; 1 ms 4 % slower; 5 ms (CPython's) 26 %
 
