@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -55,10 +56,8 @@ def _crawl(data: str, seeds: list[str], profile: str | None) -> None:
     from trawler.cli import app
 
     for name in ("trawler.cli_crawljob", "trawler.engine"):  # imports are not per page
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:
-            pass
     args = ["crawl", *seeds, "--data", data, "--delay", "0", "--allow-private", "-q",
             "--parse-processes", "1"]  # fmt: skip
     started, loop_started = time.process_time(), time.thread_time()
@@ -86,7 +85,8 @@ def _crawl(data: str, seeds: list[str], profile: str | None) -> None:
     import resource
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"cpu_s": cpu_s, "loop_cpu_s": loop_cpu_s, "pages": pages, "rss_mb": rss_mb}), flush=True)
+    result = {"cpu_s": cpu_s, "loop_cpu_s": loop_cpu_s, "pages": pages, "rss_mb": rss_mb}
+    print(json.dumps(result), flush=True)
 
 
 def _measure(src: Path, seeds: list[str], profile: str | None = None) -> dict[str, float]:
