@@ -81,9 +81,11 @@ class Discovery:
         assert result is not None
         analysis = await self.analysis.analyse(request, result)
         page = analysis.outcome.page
-        self.links.rejected.update(analysis.rejected)
-        found = Found(request.url, dict(zip((r.url for r in analysis.requests),
-                                            analysis.anchors, strict=False)))  # fmt: skip
+        rejected = self.links.rejected  # (Counter.update of a dict: an ABC check, a loop)
+        for reason, count in analysis.rejected.items():
+            rejected[reason] += count
+        pairs = zip(analysis.requests, analysis.anchors, strict=False)
+        found = Found(request.url, {r.url: anchor for r, anchor in pairs})
         found.skips += [(url, reason, anchor, LINK) for url, reason, anchor in analysis.skipped]
         discovered = self._robots_checked(analysis.requests, found)
         if request.kind == "sitemap" and page.error == NOT_HTML:

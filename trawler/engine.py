@@ -63,7 +63,7 @@ from trawler.scope import Scope, TrapRules
 from trawler.services import PolitenessSettings, Services
 from trawler.store.base import DEAD, DONE, RETRY, SKIPPED, Backend, UrlOutcome
 from trawler.tdmgate import TdmGate
-from trawler.throttle import PAGE_OVERHEAD_BYTES, RequestSlot
+from trawler.throttle import PAGE_OVERHEAD_BYTES, RequestSlot, Throttle
 from trawler.urls import Normaliser, host_key
 
 log = logging.getLogger("trawler")
@@ -238,8 +238,10 @@ class Crawler:
     # -- dispatch ------------------------------------------------------------------
     async def _dispatch(self) -> None:
         concurrency = self.config.concurrency
-        requests = asyncio.Semaphore(concurrency)  # requests in flight (this job)
-        tasks = asyncio.Semaphore(concurrency * TASKS_PER_SLOT)  # URLs leased, not in a batch
+        # Throttles, not asyncio.Semaphores: one waiter (this loop), and an acquire that
+        # does not suspend is a comparison, not Semaphore.locked()'s scan of its waiters.
+        requests = Throttle(concurrency)  # requests in flight (this job)
+        tasks = Throttle(concurrency * TASKS_PER_SLOT)  # URLs leased, not in a batch
         throttle = self.services.throttle  # the process's limit over all jobs
 
         def release_request() -> None:
@@ -260,8 +262,14 @@ class Crawler:
                 self._process(request, RequestSlot(release_request), task_slot)
             )
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(partial(_give_back, task_slot))
+            task.add_done_callback(partial(self._task_done, task_slot))
+
+    def _task_done(self, slot: RequestSlot, task: asyncio.Task[None]) -> None:
+        """A task ended: out of the set, and its slot given back if it still holds it
+        (it ended before its page's analysis: robots.txt, handed back, retried; or
+        was cancelled before it ran)."""
+        self._tasks.discard(task)
+        slot.release()
 
     async def _lease(self) -> CrawlRequest | None:
         """The next URL to crawl, or None: stopping, budget spent, frontier exhausted."""
@@ -555,12 +563,6 @@ class Crawler:
 def _attempt_row(request: CrawlRequest, result: FetchResult, decision: str) -> tuple:
     return (request.url, request.attempts + 1, result.started_at, round(result.duration_s, 6),
             result.status, result.error, decision)  # fmt: skip
-
-
-def _give_back(slot: RequestSlot, _task: asyncio.Task[None]) -> None:
-    """A task's slot as it ends, if it still holds it: it ended before its page's
-    analysis (robots.txt, handed back, retried) or was cancelled before it ran."""
-    slot.release()
 
 
 def _first_set(value: float | None, default: float) -> float:

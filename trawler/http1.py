@@ -167,7 +167,7 @@ class Connection(asyncio.Protocol):
     async def read_head(self) -> Response:
         """Wait for the response's status line and headers."""
         while self._stage == _HEAD and self._error is None:
-            await self._wait()
+            await self._wait_for_data()
         self._raise_error()
         return self._response
 
@@ -181,7 +181,7 @@ class Connection(asyncio.Protocol):
         while self._stage == _BODY and response.body_bytes <= max_bytes:
             self._raise_error()
             self._body_limit = max_bytes
-            await self._wait()
+            await self._wait_for_data()
         self._raise_error()
         return self._stage == _DONE
 
@@ -192,7 +192,7 @@ class Connection(asyncio.Protocol):
         self._deadlines.unwatch(self)
         if self._stage != _DONE:
             self.close()
-        self._response = Response()
+        self._response, self._waiter = Response(), None
 
     def close(self) -> None:
         self._reusable = False
@@ -329,13 +329,12 @@ class Connection(asyncio.Protocol):
         else:
             self._fail(TimeoutError("the response did not complete within --timeout"))
 
-    async def _wait(self) -> None:
-        waiter = self._loop.create_future()
-        self._waiter = waiter
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+    def _wait_for_data(self) -> asyncio.Future[None]:
+        """A future the protocol's callbacks resolve (``_wake``), awaited by the
+        reader itself: no coroutine of its own, one level less to resume a page.
+        ``_wake`` may find it done already (cancelled): it is replaced by the next."""
+        waiter = self._waiter = self._loop.create_future()
+        return waiter
 
     def _wake(self) -> None:
         waiter = self._waiter

@@ -85,6 +85,7 @@ class SqliteFrontier:
         self._changed = asyncio.Event()
         self._wake: asyncio.TimerHandle | None = None  # sets _changed at _wake_at (loop clock)
         self._wake_at = 0.0
+        self._wake_due = 0.0  # _wake_at on self.clock: the timer wakes next() by then
         self._kept = RestartState(clock)
         self._revisits = RevisitLanes()  # due revisits beside the queues (recrawl_lanes.py)
         self.seen_rows_read = 0  # rows load() read to rebuild the seen set
@@ -469,7 +470,10 @@ class SqliteFrontier:
         slot.in_heap_at = slot.next_allowed_at
         heap = self._heap_of(slot)
         heapq.heappush(heap, (slot.next_allowed_at, self._order(heap, slot.host), slot.host))
-        self._changed.set()
+        # A host due no sooner than the waiting next()'s timer need not wake it (a host
+        # is scheduled as each response ends, ~1 s ahead: one wake-up a page saved).
+        if self._wake is None or slot.next_allowed_at < self._wake_due:
+            self._changed.set()
 
     def _order(self, heap: list[ReadyEntry], host: str) -> float:
         """The tie-break among hosts ready at the same time: first come, first served;
@@ -507,6 +511,7 @@ class SqliteFrontier:
                 if self._wake is not None:
                     self._wake.cancel()
                 self._wake, self._wake_at = loop.call_at(wake_at, self._woken), wake_at
+                self._wake_due = self.clock() + timeout
         await self._changed.wait()
 
     def _woken(self) -> None:
