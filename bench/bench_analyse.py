@@ -68,8 +68,8 @@ def _digest(analyses: list) -> str:
 
 def _on_tree(src: Path, args: argparse.Namespace) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(src.resolve())}
-    command = [sys.executable, str(HERE), "--hosts", str(args.hosts),
-               "--rounds", str(args.rounds), "--json"] + (["--check"] if args.check else [])  # fmt: skip
+    command = [sys.executable, str(HERE), "--hosts", str(args.hosts), "--rounds", str(args.rounds)]
+    command += ["--json", "--check"] if args.check else ["--json"]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
