@@ -31,16 +31,11 @@ _VALUED_DIRECTIVES = frozenset(
     {"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"}
 )
 _USER_AGENT_TOKEN = re.compile(r"[a-z0-9_.*-]+")
-# Every element read, found in one walk of the tree: each css() call parses its
-# selector and walks the whole document (~10 µs a page each). The title and the
-# main parts are read after the invisible elements are stripped: those inside one
-# are left out (``_visible``), as a walk after the strip would not find them.
-_ELEMENTS = "a[href], area[href], base[href], link[rel][href], meta[name], title, " + _MAIN_PARTS
+# Every element read before the text, found in one walk of the tree: each css()
+# call parses its selector and walks the whole document (~10 µs a page each).
+_ELEMENTS = "a[href], area[href], base[href], link[rel][href], meta[name]"
 ANCHOR_MAX_CHARS = 500  # of a link's text kept in the link graph
-_GROUP = {"a": "a", "area": "a", "base": "base", "link": "link", "meta": "meta",
-          "title": "title", "main": "main", "article": "article"}  # fmt: skip
-_GROUP.update(dict.fromkeys(_BOILERPLATE_TAGS, "boilerplate"))
-_INVISIBLE = frozenset(_INVISIBLE_TAGS)
+_GROUP = {"a": "a", "area": "a", "base": "base", "link": "link", "meta": "meta"}
 
 
 def parse_html(
@@ -67,14 +62,9 @@ def parse_html(
     page.links = _links(elements["a"], resolver, max_links)
     page.canonical = _canonical(elements["link"], resolver)
     _read_meta(elements["meta"], page, agent_token.lower())
-    # Before the strips: whether an element is inside one is read from its ancestors.
-    titles = [(node, _ancestor_tags(node)) for node in elements["title"]]
-    parts = _main_parts(elements)
-    page.text = _visible_text(tree)  # mutates the tree: must come last but one
-    page.main_text, stripped = _main_text(tree, page.text, parts)
-    # The first title left (an <svg>'s <title> is no page title), as css_first would
-    # find it after the strips.
-    title = next((node for node, above in titles if not above & stripped), None)
+    page.text = _visible_text(tree)  # mutates the tree: must come last but two
+    page.main_text = _main_text(tree, page.text)
+    title = tree.css_first("title")  # after removing <svg>, whose <title> is no page title
     page.title = _collapse(title.text()) if title is not None else None
     return page
 
@@ -87,9 +77,8 @@ def _collapse(text: str | None) -> str | None:
 
 
 def _elements(tree: LexborHTMLParser) -> dict[str, list[LexborNode]]:
-    """The ``_ELEMENTS`` by kind ("a" for <a> and <area>, "boilerplate" for the
-    site-wide blocks), each in document order."""
-    found: dict[str, list[LexborNode]] = {group: [] for group in _GROUP.values()}
+    """The ``_ELEMENTS`` by kind ("a" for <a> and <area>), each in document order."""
+    found: dict[str, list[LexborNode]] = {"a": [], "base": [], "link": [], "meta": []}
     for node in tree.css(_ELEMENTS):
         group = _GROUP.get((node.tag or "").lower())
         if group is not None:  # always: the selector matches these tags only
@@ -167,43 +156,32 @@ def _visible_text(tree: LexborHTMLParser) -> str:
     return " ".join(body.text(separator=" ").split())
 
 
-def _main_text(tree: LexborHTMLParser, text: str, parts: MainParts) -> tuple[str, frozenset[str]]:
+def _main_text(tree: LexborHTMLParser, text: str) -> str:
     """The page's own content: <main> (or the one <article>) if marked up, else the
-    visible text without site-wide blocks, so template changes do not hide duplicates.
-    Also the tags stripped from the tree by then (with their content)."""
-    main, articles, boilerplate = parts
+    visible text without site-wide blocks, so template changes do not hide duplicates."""
+    main, articles, boilerplate = _main_parts(tree)
     main = main or _only(articles)
     if main is not None:
-        return " ".join(main.text(separator=" ").split()), _INVISIBLE
+        return " ".join(main.text(separator=" ").split())
     if not boilerplate:
-        return text, _INVISIBLE
+        return text
     tree.strip_tags(_BOILERPLATE_TAGS, recursive=True)
     body = tree.body
-    text = " ".join(body.text(separator=" ").split()) if body is not None else ""
-    return text, _INVISIBLE_OR_BOILERPLATE
+    return " ".join(body.text(separator=" ").split()) if body is not None else ""
 
 
-MainParts = tuple[LexborNode | None, list[LexborNode], bool]
-_INVISIBLE_OR_BOILERPLATE = _INVISIBLE | frozenset(_BOILERPLATE_TAGS)
-
-
-def _main_parts(elements: dict[str, list[LexborNode]]) -> MainParts:
-    """The first <main>, the <article>s, whether any site-wide block: those not inside
-    an invisible element (stripped before the main text is read)."""
-    mains = [node for node in elements["main"] if not _ancestor_tags(node) & _INVISIBLE]
-    articles = [node for node in elements["article"] if not _ancestor_tags(node) & _INVISIBLE]
-    boilerplate = any(not _ancestor_tags(node) & _INVISIBLE for node in elements["boilerplate"])
-    return (mains[0] if mains else None), articles, boilerplate
-
-
-def _ancestor_tags(node: LexborNode) -> set[str]:
-    """The tags of the elements ``node`` is inside, lowercase."""
-    tags = set()
-    parent = node.parent
-    while parent is not None:
-        tags.add((parent.tag or "").lower())
-        parent = parent.parent
-    return tags
+def _main_parts(tree: LexborHTMLParser) -> tuple[LexborNode | None, list[LexborNode], bool]:
+    """The first <main>, the <article>s, whether any site-wide block: one walk."""
+    main, articles, boilerplate = None, [], False
+    for node in tree.css(_MAIN_PARTS):
+        tag = (node.tag or "").lower()
+        if tag == "main":
+            main = main or node
+        elif tag == "article":
+            articles.append(node)
+        else:
+            boilerplate = True
+    return main, articles, boilerplate
 
 
 def _only(nodes: list[LexborNode]) -> LexborNode | None:

@@ -61,34 +61,6 @@ def test_svg_title_is_not_the_page_title():
     assert page.title is None
 
 
-@pytest.mark.parametrize(
-    ("markup", "title", "main_text"),
-    [
-        # site-wide blocks stripped for the main text take a <title> in them along
-        ("<header><title>in header</title></header><title>later</title><p>body</p>",
-         "later", "later body"),
-        # ... but not when <main> is the main text: nothing else is stripped
-        ("<header><title>in header</title></header><main>m<nav>z</nav></main>",
-         "in header", "m z"),
-        # inside an invisible element: no main, article, block or title of the page
-        ("<template><main>tm</main><title>tt</title><nav>x</nav></template><p>y</p>"
-         "<article>a1</article>", None, "a1"),
-        ("<iframe><main>if</main></iframe><main>real main</main>", None, "real main"),
-        ("<svg><foreignObject><main>fo</main><nav>n</nav></foreignObject></svg>text"
-         "<title>t2</title>", "t2", "text t2"),
-        ("<noembed><article>ne</article></noembed><nav>x</nav>rest", None, "rest"),
-        ("<article>a1</article><article>a2</article><footer>f</footer>", None, "a1 a2"),
-        ("<main>first</main><main>second</main>", None, "first"),
-        ("<TITLE>Upper</TITLE><NAV>nav</NAV>text", "Upper", "text"),
-    ],
-)  # fmt: skip
-def test_title_and_main_text_leave_out_what_is_stripped(markup, title, main_text):
-    """One walk finds them before the strips (parse._elements): those inside a stripped
-    element are left out, as a walk after the strips would not find them."""
-    page = parse(markup)
-    assert (page.title, page.main_text) == (title, main_text)
-
-
 def test_visible_text_excludes_invisible_elements():
     page = parse(
         "<html><head><title>T</title><style>h1{}</style><script>var head=1</script></head>"
