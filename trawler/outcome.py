@@ -154,7 +154,7 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
     page.title, page.description, page.keywords = parsed.title, parsed.description, parsed.keywords
     page.text = parsed.text
     if parsed.main_text:  # content fingerprints, for duplicate detection (dedup.py)
-        page.text_hash = text_hash(parsed.main_text)
+        page.text_hash = text_hash(parsed.main_text, collapsed=True)  # parse.py's
         # Word 3-shingles, hashed once for both: the SimHash finds candidates, the
         # sketch confirms them. Pairs (the SimHash's shingles before the sketch) caught
         # more one-word edits within 3 bits, but candidates now come from up to 10 bits

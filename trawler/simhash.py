@@ -86,16 +86,20 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _VOTE_CHUNK = 1 << 16  # hashes counted at a time: 4 MiB of bits
 
 
-def text_hash(text: str) -> str:
-    """Exact-duplicate key: sha256 hex of the text, lowercased, whitespace collapsed."""
-    normalised = " ".join(text.lower().split())
+def text_hash(text: str, collapsed: bool = False) -> str:
+    """Exact-duplicate key: sha256 hex of the text, lowercased, whitespace collapsed.
+
+    ``collapsed``: the text is collapsed already (one space between words, none at
+    the ends: parse.py's texts), so the split and join are skipped (~4 µs of 6 on a
+    benchmark page): the same hash, as no character lowercases to whitespace."""
+    normalised = text.lower() if collapsed else " ".join(text.lower().split())
     return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def words(text: str) -> list[bytes]:
     """Lowercase UTF-8 words of ``text`` (``\\w+`` on ASCII; see the module doc)."""
     text = text.lower()
-    for mark in _UNICODE_SEPARATORS:
+    for mark in () if text.isascii() else _UNICODE_SEPARATORS:  # 44 scans of the text
         if mark in text:  # O(1) when the mark is wider than any character of text
             text = text.replace(mark, " ")
     return text.encode("utf-8", "surrogatepass").translate(_TOKEN_TABLE).split()

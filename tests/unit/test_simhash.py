@@ -63,6 +63,20 @@ def test_text_hash_ignores_case_and_whitespace() -> None:
     assert len(text_hash("")) == 64
 
 
+@settings(max_examples=300)
+@given(st.text())
+def test_text_hash_of_a_collapsed_text_skips_the_collapse_alone(text: str) -> None:
+    """``collapsed=True`` (parse.py's texts) gives the same hash: no character
+    lowercases to whitespace."""
+    collapsed = " ".join(text.split())
+    assert text_hash(collapsed, collapsed=True) == text_hash(text)
+
+
+def test_words_of_ascii_and_unicode_texts_alike() -> None:
+    # ASCII text skips the scans for Unicode separators: same words either way
+    assert words("a\u00a0b c") == [b"a", b"b", b"c"] == words("a b c")
+
+
 def test_words_match_regex_words_on_ascii_and_split_unicode_punctuation() -> None:
     assert words("Don't STOP—me now… «now»!") == [b"don", b"t", b"stop", b"me", b"now", b"now"]
     assert words("Café naïve, 2024_01") == ["café".encode(), "naïve".encode(), b"2024_01"]
