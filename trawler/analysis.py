@@ -281,50 +281,18 @@ _page_values = attrgetter(*_PAGE_FIELDS)
 
 
 def _flatten(analysis: Analysis) -> tuple:
+    requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
     page = _page_values(analysis.outcome.page)
     outcome = analysis.outcome
-    return (page, outcome.redirect_to, _requests_sent(analysis), analysis.rejected,
+    return (page, outcome.redirect_to, requests, analysis.rejected,
             analysis.canonical_elsewhere, analysis.edges, analysis.anchors,
             analysis.skipped)  # fmt: skip
 
 
-# A page's requests as sent: (edge indexes, hosts), or (URL, host, fingerprint) tuples.
-SentRequests = tuple[list[int], list[str]] | list[tuple[str, str, int]]
-
-
-def _requests_sent(analysis: Analysis) -> SentRequests:
-    """The requests in fewer objects to pickle and unpickle (each costs both
-    processes): their depth and parent are the page's, which the loop holds, and
-    each URL and fingerprint is an edge's, sent anyway (``page_edges`` has every
-    link): a request is its edge's index and its host, each host one string a page
-    (pickle sends an object once). Requests not all among the edges (not the case
-    in ``analyse``, but not promised either) go whole but for depth and parent."""
-    first: dict[str, int] = {}
-    for k, edge in enumerate(analysis.edges):
-        first.setdefault(edge[0], k)
-    at: list[int] = []
-    hosts: list[str] = []
-    same: dict[str, str] = {}
-    for request in analysis.requests:
-        k = first.get(request.url)
-        if k is None:
-            return [(r.url, r.host, r.fp) for r in analysis.requests]
-        at.append(k)
-        hosts.append(same.setdefault(request.host, request.host))
-    return at, hosts
-
-
-def _unflatten(flat: tuple, request: CrawlRequest) -> Analysis:
-    """The analysis of ``request``'s page from its ``_flatten``ed form."""
-    page_values, redirect_to, sent, rejected, elsewhere, edges, anchors, skipped = flat
+def _unflatten(flat: tuple) -> Analysis:
+    page_values, redirect_to, requests, rejected, elsewhere, edges, anchors, skipped = flat
     outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    depth, parent = request.depth + 1, request.url  # as analyse() gives its requests
-    if type(sent) is tuple:
-        at, hosts = sent
-        requests = [CrawlRequest(edges[k][0], depth, parent, host, edges[k][1])
-                    for k, host in zip(at, hosts, strict=True)]  # fmt: skip
-    else:
-        requests = [CrawlRequest(url, depth, parent, host, fp) for url, host, fp in sent]
+    requests = [CrawlRequest(*r) for r in requests]
     return Analysis(outcome, requests, rejected, elsewhere, edges, anchors, skipped)
 
 
@@ -422,9 +390,9 @@ class AnalysisPool:
             return
         error = finished.exception()
         if error is None:
-            for (request, _, future), flat in zip(batch, finished.result(), strict=True):
+            for (_, _, future), flat in zip(batch, finished.result(), strict=True):
                 if not future.done():
-                    future.set_result(_unflatten(flat, request))
+                    future.set_result(_unflatten(flat))
             return
         if not isinstance(error, ParserBroken):
             for _, _, future in batch:  # a bug: delivered to the pages' tasks
