@@ -33,7 +33,10 @@ from typing import Any
 
 _SIZE = struct.Struct("!i")
 _BIG_SIZE = struct.Struct("!Q")
-_READ_BYTES = 1 << 20
+# A read's size: os.read allocates that much first, then shrinks it to what came.
+# 1 MiB cost ~30 µs a read (a fresh mapping each time, bench/RESULTS.md), 64 KiB
+# ~2.4; a bigger answer takes a few reads, one wake-up.
+_READ_BYTES = 1 << 16
 PIPE_BYTES = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
 
 
@@ -115,18 +118,24 @@ class ParserPipe:
         self._write(self._unsent)
 
     def _readable(self) -> None:
-        try:
-            data = os.read(self._reader.fileno(), _READ_BYTES)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.close(broken=True)
-            return
-        self._received += data
+        fd, ended = self._reader.fileno(), False
+        while True:
+            try:
+                data = os.read(fd, _READ_BYTES)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                ended = True  # the process is gone: what it sent first is still answered
+                break
+            self._received += data
+            if len(data) < _READ_BYTES:
+                break  # the pipe is empty
         while (answer := self._next_answer()) is not None:
             self._deliver(pickle.loads(answer))
+        if ended:
+            self.close(broken=True)
 
     def _next_answer(self) -> bytes | None:
         received = self._received

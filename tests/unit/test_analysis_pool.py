@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import os
+import pickle
 import time
 
 import pytest
@@ -12,7 +14,7 @@ from trawler import analysis
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
-from trawler.parserpipe import PIPE_BYTES
+from trawler.parserpipe import _READ_BYTES, PIPE_BYTES, ParserBroken
 from trawler.parsers import ParserProcesses
 from trawler.records import CrawlRequest, FetchResult
 
@@ -195,3 +197,33 @@ def test_parser_pipes_hold_a_whole_batch() -> None:
         assert asyncio.run(capacities()) == [PIPE_BYTES, PIPE_BYTES]
     finally:
         processes.close()
+
+
+def test_answers_bigger_than_a_read_arrive_whole_even_from_a_process_that_then_died() -> None:
+    """The loop reads the pipe 64 KiB at a time (parserpipe.py): an answer of many
+    reads arrives whole, and one the process wrote before it died is delivered (the
+    loop blocked meanwhile, so the answer and the end of file come in one wake-up;
+    the answer framed fills its last read, so the loop reads on and finds the end)."""
+    processes = ParserProcesses(1)
+    size = next(n for n in range(300_000, 400_000) if _framed(bytes(n)) % _READ_BYTES == 0)
+
+    async def answers() -> tuple[int, BaseException | None]:
+        await processes.submit(int, "1")  # the process is up
+        big = processes.submit(bytes, size)
+        dying = processes.submit(os._exit, 3)
+        time.sleep(1.0)  # the loop blocked: the process answers, then exits
+        done, died = await asyncio.gather(big, dying, return_exceptions=True)
+        assert isinstance(died, BaseException)
+        return len(done), died
+
+    try:
+        got, died = asyncio.run(answers())
+    finally:
+        processes.close()
+    assert got == size
+    assert isinstance(died, ParserBroken)
+
+
+def _framed(answer: bytes) -> int:
+    """Bytes on the pipe for a function's answer (parserpipe.serve)."""
+    return 4 + len(pickle.dumps((True, answer), protocol=pickle.HIGHEST_PROTOCOL))
