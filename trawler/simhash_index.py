@@ -163,8 +163,8 @@ class SimHashIndex:
         own = [(table << self._tag_shift) | ((fingerprint >> shift) & mask)
                for table, (shift, mask) in enumerate(self._blocks)]  # fmt: skip
         tables, flips = self._probes[radius]
-        probes = np.array(own, self._key_type).take(tables)
-        probes ^= flips
+        probes = np.array(own, self._key_type)[tables]
+        probes ^= flips  # in place: one array less
         if self._offsets is not None and self._ends is not None:
             starts, ends = self._offsets.take(probes), self._ends.take(probes)
         else:
