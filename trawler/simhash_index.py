@@ -51,8 +51,9 @@ class SimHashIndex:
     the square root of the index (512 up to 16,000 fingerprints, 4,000 at a million).
 
     Storage: fingerprints in one numpy array (8 bytes), keys in a list
-    (8 bytes + the key), a 4-byte position per table, and 1 MiB of offsets at
-    k = 3; below k = 3 a key per table instead (4 bytes at k = 2, 8 below).
+    (8 bytes + the key), a 4-byte position per table, and 2 MiB of offsets at
+    k = 3 (8-byte: numpy's cumsum and repeat take them without a conversion, ~1 µs
+    a lookup); below k = 3 a key per table instead (4 bytes at k = 2, 8 below).
     Not thread-safe; the store's writer thread owns it.
     """
 
@@ -71,9 +72,10 @@ class SimHashIndex:
         self._key_type = np.uint64 if key_space > 1 << 32 else np.uint32
         self._sorted_positions = np.empty(0, np.uint32)  # by (key, position)
         # Blocks of up to 16 bits (k >= 3): where each key's bucket starts, one
-        # slot per possible key (1 MiB at k = 3), and no keys kept. Wider ones keep
+        # slot per possible key (2 MiB at k = 3), and no keys kept. Wider ones keep
         # the sorted keys and search them.
-        self._offsets = np.zeros(key_space + 1, np.int32) if key_space <= 1 << 18 else None
+        self._offsets = np.zeros(key_space + 1, np.intp) if key_space <= 1 << 18 else None
+        self._ends = None if self._offsets is None else self._offsets[1:]  # a view
         self._sorted_keys = np.empty(0, self._key_type)
         self._merged = 0  # positions below are in the sorted arrays, the rest in the tail
         # Per probe radius (0: the block itself; 1: and the blocks one bit away,
@@ -140,7 +142,8 @@ class SimHashIndex:
         stored = self._fingerprints
         # The tail's fingerprints after the probed ones: all of them are tested.
         tested = np.concatenate((stored.take(positions), stored[self._merged : len(self._keys)]))
-        distances = np.bitwise_count(tested ^ np.uint64(fingerprint))
+        tested ^= np.uint64(fingerprint)  # in place: tested is a new array
+        distances = np.bitwise_count(tested)
         hits = (distances <= max_bits).nonzero()[0].tolist()
         if not hits:  # nearly always: at most a few candidates a lookup
             return []
@@ -160,9 +163,10 @@ class SimHashIndex:
         own = [(table << self._tag_shift) | ((fingerprint >> shift) & mask)
                for table, (shift, mask) in enumerate(self._blocks)]  # fmt: skip
         tables, flips = self._probes[radius]
-        probes = np.array(own, self._key_type)[tables] ^ flips
-        if self._offsets is not None:
-            starts, ends = self._offsets.take(probes), self._offsets[1:].take(probes)
+        probes = np.array(own, self._key_type)[tables]
+        probes ^= flips  # in place: one array less
+        if self._offsets is not None and self._ends is not None:
+            starts, ends = self._offsets.take(probes), self._ends.take(probes)
         else:
             starts = self._sorted_keys.searchsorted(probes, "left")
             ends = self._sorted_keys.searchsorted(probes, "right")
@@ -197,9 +201,10 @@ class SimHashIndex:
             at = np.searchsorted(self._sorted_keys, keys, "right")
             self._sorted_keys = np.insert(self._sorted_keys, at, keys)
         else:  # at the end of each key's bucket; the buckets after it move up
-            at = self._offsets[1:].take(keys).astype(np.intp)
-            counts = np.bincount(keys, minlength=len(self._offsets) - 1)
-            self._offsets[1:] += counts.cumsum(dtype=np.int32)
+            assert self._ends is not None
+            at = self._ends.take(keys)
+            counts = np.bincount(keys, minlength=len(self._ends))
+            self._ends += counts.cumsum()
         self._sorted_positions = np.insert(self._sorted_positions, at, positions)
         self._merged = end
 

@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 WARC_DIR = "warc"
 # Rows a transaction: a larger batch is committed in chunks, each scheduled once durable.
 COMMIT_CHUNK_ITEMS = 4000
+# The writer's page cache (SQLite's default is 2 MiB). Each commit touches a leaf or
+# two of every host it holds in `urls` (clustered by host), of the pages' url index
+# and of the search index: on a crawl of thousands of hosts that working set outgrows
+# 2 MiB, and every commit read it back from the file (bench/RESULTS.md, session 33).
+WRITER_CACHE_KIB = 16 * 1024
 log = logging.getLogger("trawler")
 T = TypeVar("T")
 
@@ -63,6 +68,7 @@ class EmbeddedBackend:
         self.on_seeds_added = on_seeds_added
         self.conn: sqlite3.Connection = db.connect(data_dir)
         self.conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        self.conn.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")  # negative: KiB
         self.checkpointer = Checkpointer(data_dir / db.DB_NAME)
         self.store = db.SqliteStore(self.conn)
         self.frontier: SqliteFrontier | None = None
