@@ -374,6 +374,12 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         # All the crawler's processes at once, sampled every 0.5 s (peak_rss_mb is the
         # largest single process's, from wait4).
         "peak_tree_rss_mb": round(max((s.tree_rss_kb for s in run.samples), default=0) / 1024, 1),
+        # Every 10 s: [seconds since start, the main process's peak RSS so far, all the
+        # crawler's processes' RSS now] (MB): when memory grows, not only how far.
+        "rss_timeline_mb": [
+            [round(s.elapsed_s), round(s.rss_kb / 1024), round(s.tree_rss_kb / 1024)]
+            for s in run.samples[:: round(10 / SAMPLE_INTERVAL_S)]
+        ],
         "nginx_cpu_s": round(nginx_s, 2),
         "machine_busy_cores_avg": round(machine_s["busy"] / run.wall_s, 2),
         "machine_cpu_s": {k: round(v, 2) for k, v in machine_s.items()},
