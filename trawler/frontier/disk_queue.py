@@ -55,10 +55,6 @@ _REFILL = (
     f" WHERE host = ? AND (depth, seq) > (?, ?) AND state = {QUEUED} AND seq <= ?"
     " ORDER BY depth, seq LIMIT ?"
 )
-_FINISH = (
-    "UPDATE urls SET state = ?, attempts = ?, reason = ?"
-    f" WHERE host = ? AND depth = ? AND seq = ? AND state = {QUEUED}"
-)
 _COUNT = (
     "INSERT INTO host_queues (host, queued, admitted) VALUES (?, ?, ?)"
     " ON CONFLICT(host) DO UPDATE SET queued = queued + excluded.queued,"
@@ -143,7 +139,14 @@ class DiskQueues:
             host, depth, seq = self._leased.get(request.fp) or self._find(conn, request)
             by_host[host, state == SKIPPED].append((state, attempts, reason, host, depth, seq))
             self._done.append(request.fp)
-        finished = _finish_all(conn, by_host) or _finish_by_host(conn, by_host)
+        finished = []
+        for (host, skipped_now), rows in by_host.items():
+            cursor = conn.executemany(
+                "UPDATE urls SET state = ?, attempts = ?, reason = ?"
+                f" WHERE host = ? AND depth = ? AND seq = ? AND state = {QUEUED}",
+                rows,
+            )
+            finished.append((host, -cursor.rowcount, -cursor.rowcount if skipped_now else 0))
         conn.executemany(_COUNT, finished)
         count_visited(conn, -sum(queued for _, queued, _ in finished))
 
@@ -273,44 +276,3 @@ def _pop_best(window: list[QueueItem], rank: Rank) -> QueueItem:
 def _chunks(rows: Sequence[tuple]) -> Iterator[Sequence[tuple]]:
     for start in range(0, len(rows), CHUNK):
         yield rows[start : start + CHUNK]
-
-
-Finished = list[tuple[str, int, int]]  # (host, -queued, -admitted): host_queues' changes
-
-
-def _finish_all(conn: sqlite3.Connection, by_host: dict[tuple[str, bool], list[tuple]]) -> Finished:
-    """The URLs' updates in one statement, in key order: the count changes, when every
-    row was still queued (a commit's usual case); else none written, [] returned.
-    (A statement a host cost ~10 µs a page: a batch holds one URL of each host.)"""
-    rows = sorted((row for group in by_host.values() for row in group), key=_row_key)
-    if not rows:
-        return []
-    conn.execute("SAVEPOINT finish")
-    try:
-        changed = conn.executemany(_FINISH, rows).rowcount
-    except BaseException:
-        conn.execute("ROLLBACK TO finish")
-        conn.execute("RELEASE finish")
-        raise
-    if changed != len(rows):  # some finished already (a resume): counted host by host
-        conn.execute("ROLLBACK TO finish")
-    conn.execute("RELEASE finish")
-    if changed != len(rows):
-        return []
-    return [(host, -len(group), -len(group) if skipped_now else 0)
-            for (host, skipped_now), group in by_host.items()]  # fmt: skip
-
-
-def _finish_by_host(
-    conn: sqlite3.Connection, by_host: dict[tuple[str, bool], list[tuple]]
-) -> Finished:
-    """The URLs' updates host by host, counting only rows that were still queued."""
-    finished = []
-    for (host, skipped_now), rows in by_host.items():
-        changed = conn.executemany(_FINISH, rows).rowcount
-        finished.append((host, -changed, -changed if skipped_now else 0))
-    return finished
-
-
-def _row_key(row: tuple) -> tuple:
-    return row[3:]  # (host, depth, seq): the B-tree's order

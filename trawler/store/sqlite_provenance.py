@@ -57,18 +57,10 @@ def split_rows(outcomes: Iterable[UrlOutcome]) -> tuple[list[Row], list[Row]]:
 
 def write(conn: sqlite3.Connection, outcomes: Iterable[UrlOutcome]) -> None:
     found, skipped = split_rows(outcomes)
-    # In key order each B-tree leaf is visited once, not once a row (URLs are found in
-    # no order); stable, so rows of one URL keep their order and the same one wins.
-    found.sort(key=_url)
-    skipped.sort(key=_url)
     if found:
         conn.executemany(_INSERT + FOUND.format(key="url"), found)
     if skipped:
         conn.executemany(_INSERT + SKIPPED_AT_FETCH.format(key="url"), skipped)
-
-
-def _url(row: Row) -> str:
-    return row[0]
 
 
 def provenance(conn: sqlite3.Connection, url: str, host: str, max_pages: int | None) -> dict | None:
