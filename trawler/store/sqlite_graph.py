@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from trawler.dedup import url_fingerprint
 from trawler.graph import EDGE_COLUMNS
+from trawler.store.sqlite_rows import insert_values
 
 if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
@@ -44,10 +45,7 @@ CREATE TABLE IF NOT EXISTS links (  -- the link graph: a row per edge (graph.py)
 """
 _INDEX = "CREATE INDEX IF NOT EXISTS links_to ON links(to_fp, from_page)"
 _COLUMNS = ("from_page", "to_url", "to_fp", "anchor", "rel", "reason")
-_INSERT = f"INSERT INTO links ({', '.join(_COLUMNS)}) VALUES (?,?,?,?,?,?)"
-# Rows an INSERT statement of the edges takes (a bigger one first): a multi-row VALUES
-# costs SQLite less a row than a statement stepped once a row (bench/RESULTS.md).
-_ROWS_PER_INSERT = (64, 8, 1)
+_INSERT_HEAD = f"INSERT INTO links ({', '.join(_COLUMNS)}) VALUES"
 REFERRERS_SHOWN = 10  # pages linking to a URL named in its report
 # A count without the index scans the table: given up past this (a running crawl
 # of millions of edges), the count then unknown rather than the request slow.
@@ -86,23 +84,14 @@ def insert_edges(conn: sqlite3.Connection, outcomes: Iterable[UrlOutcome], after
     if not linked:
         return
     ids = dict(conn.execute("SELECT url, id FROM pages WHERE id > ?", (after_id,)))
-    values: list = []  # the rows' values, flat, in order: their rowids as one at a time
+    values: list = []  # the rows' values, flat, in order
     for outcome in linked:
         page_id = ids.get(outcome.page.url)  # type: ignore[union-attr]
         if page_id is not None:
             for edge in outcome.edges:
                 values.append(page_id)
                 values += edge
-    if len(values) % len(_COLUMNS):  # an edge not of EDGE_COLUMNS would shift the rest
-        raise ValueError(f"an edge is not {len(_COLUMNS) - 1} values")
-    start = 0
-    for rows in _ROWS_PER_INSERT:  # fewest statements, each of a size SQLite has cached
-        step = rows * len(_COLUMNS)
-        end = start + (len(values) - start) // step * step
-        if end > start:
-            sql = _INSERT + ", (?,?,?,?,?,?)" * (rows - 1)
-            conn.executemany(sql, (values[i : i + step] for i in range(start, end, step)))
-            start = end
+    insert_values(conn, _INSERT_HEAD, len(_COLUMNS), values)
 
 
 def has_graph(conn: sqlite3.Connection) -> bool:
