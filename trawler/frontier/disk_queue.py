@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 from trawler.records import CrawlRequest
 from trawler.store.sqlite import DEAD, DONE, QUEUED, SKIPPED
-from trawler.store.sqlite_rows import insert_rows
 from trawler.store.sqlite_totals import count_visited
 
 WINDOW = 16  # URLs of a host kept in memory
@@ -55,9 +54,6 @@ _REFILL = (
     "SELECT depth, seq, url, parent_url, fp, attempts, kind, lastmod, changefreq FROM urls"
     f" WHERE host = ? AND (depth, seq) > (?, ?) AND state = {QUEUED} AND seq <= ?"
     " ORDER BY depth, seq LIMIT ?"
-)
-_INSERT_HEAD = (
-    "INSERT INTO urls (host, depth, seq, fp, url, parent_url, kind, lastmod, changefreq) VALUES"
 )
 _COUNT = (
     "INSERT INTO host_queues (host, queued, admitted) VALUES (?, ?, ?)"
@@ -119,7 +115,11 @@ class DiskQueues:
         # row was a walk from the root to another host's leaf).
         rows.sort()
         for chunk in _chunks(rows):
-            insert_rows(conn, _INSERT_HEAD, 9, chunk)  # multi-row INSERTs (store/sqlite_rows.py)
+            conn.executemany(
+                "INSERT INTO urls (host, depth, seq, fp, url, parent_url, kind, lastmod,"
+                " changefreq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                chunk,
+            )
         added = Counter(r.host for r in requests)
         conn.executemany(_COUNT, [(host, n, n) for host, n in added.items()])
 

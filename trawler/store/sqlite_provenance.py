@@ -14,7 +14,6 @@ from collections.abc import Iterable
 
 from trawler.provenance import REDIRECT, Row, found_via
 from trawler.store.base import SKIPPED, UrlOutcome
-from trawler.store.sqlite_rows import insert_rows
 
 TABLE = """CREATE TABLE IF NOT EXISTS provenance (
     url TEXT PRIMARY KEY,
@@ -34,7 +33,7 @@ FOUND = (
 SKIPPED_AT_FETCH = (
     " ON CONFLICT ({key}) DO UPDATE SET reason = excluded.reason, detail = excluded.detail"
 )
-_INSERT_HEAD = "INSERT INTO provenance VALUES"
+_INSERT = "INSERT INTO provenance VALUES (?, ?, ?, ?, ?, ?)"
 # urls.state (store/sqlite.py: QUEUED, DONE, SKIPPED, DEAD; not imported: it imports this)
 _STATES = {0: "queued", 1: "fetched", 2: "skipped", 3: "failed"}
 _HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'"
@@ -59,9 +58,9 @@ def split_rows(outcomes: Iterable[UrlOutcome]) -> tuple[list[Row], list[Row]]:
 def write(conn: sqlite3.Connection, outcomes: Iterable[UrlOutcome]) -> None:
     found, skipped = split_rows(outcomes)
     if found:
-        insert_rows(conn, _INSERT_HEAD, len(COLUMNS), found, FOUND.format(key="url"))
+        conn.executemany(_INSERT + FOUND.format(key="url"), found)
     if skipped:
-        insert_rows(conn, _INSERT_HEAD, len(COLUMNS), skipped, SKIPPED_AT_FETCH.format(key="url"))
+        conn.executemany(_INSERT + SKIPPED_AT_FETCH.format(key="url"), skipped)
 
 
 def provenance(conn: sqlite3.Connection, url: str, host: str, max_pages: int | None) -> dict | None:
