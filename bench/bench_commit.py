@@ -5,8 +5,9 @@ A crawl of the benchmark's web (``trawler.sitegen`` with the spec that
 on a real SQLite file: the seeds are committed, then each batch leases its
 URLs from the frontier's disk queues (one URL of each host in turn, as a
 polite crawl meets them), and its commit holds, as the engine's do, a
-robots.txt download per new host, the pages with their fetch attempt, the
-new links found on them (into the frontier's ``urls`` table), the URLs done,
+robots.txt download per new host, the pages with their fetch attempt and
+edges, the new links found on them (into the frontier's ``urls`` table, and a
+provenance row each, as discovery.py makes them), the URLs done,
 counters, the search index, the WARC records and the content dedup. After
 each commit its new URLs are enqueued and its leases acknowledged, as
 ``EmbeddedBackend.commit`` does. Pages are parsed before any clock runs
@@ -77,6 +78,7 @@ PARTS = {
     "fts": ("trawler.store.search", None, "index_pages_after"),
     "counters": ("trawler.store.sqlite", "SqliteStore", "add_counters"),
     "insert_edges": ("trawler.store.sqlite_graph", None, "insert_edges"),  # the link graph
+    "provenance": ("trawler.store.sqlite_provenance", None, "write"),
 }
 
 
@@ -217,17 +219,20 @@ class Crawl:
             self.robots_done.add(request.host)
             batch.add_robots(*self.pages.robots(request.host, self.n))
         result, parsed = self.pages.answer(request, self.n)
-        found = []
+        found, rows = [], []
         for link in parsed.links:
             if link.url not in self.seen and self.pages.in_web(link.url):
                 self.seen.add(link.url)
                 found.append(request_for(link.url, request.depth + 1, request.url))
+                rows.append((link.url, request.url, "link", link.anchor, None, None))
         attempt = (request.url, 1, result.started_at, result.duration_s, result.status, None,
                    DONE)  # fmt: skip
         page = copy.copy(parsed.page)  # a commit sets its WARC place and duplicate mark
         outcome = UrlOutcome(request, DONE, [attempt], result, page, found)
         if hasattr(outcome, "edges"):
             outcome.edges = self.pages.edges[request.url]
+        if hasattr(outcome, "provenance"):  # a row per new URL, as discovery.py makes them
+            outcome.provenance = rows
         batch.add(outcome)
         for name, value in (("fetched", 1), ("links.found", len(parsed.links))):
             batch.counters[name] = batch.counters.get(name, 0) + value

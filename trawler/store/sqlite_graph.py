@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from trawler.dedup import url_fingerprint
 from trawler.graph import EDGE_COLUMNS
+from trawler.store.sqlite_rows import insert_values
 
 if TYPE_CHECKING:
     from trawler.store.base import UrlOutcome
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS links (  -- the link graph: a row per edge (graph.py)
 );
 """
 _INDEX = "CREATE INDEX IF NOT EXISTS links_to ON links(to_fp, from_page)"
-_INSERT = "INSERT INTO links (from_page, to_url, to_fp, anchor, rel, reason) VALUES (?,?,?,?,?,?)"
+_COLUMNS = ("from_page", "to_url", "to_fp", "anchor", "rel", "reason")
+_INSERT_HEAD = f"INSERT INTO links ({', '.join(_COLUMNS)}) VALUES"
 REFERRERS_SHOWN = 10  # pages linking to a URL named in its report
 # A count without the index scans the table: given up past this (a running crawl
 # of millions of edges), the count then unknown rather than the request slow.
@@ -82,13 +84,14 @@ def insert_edges(conn: sqlite3.Connection, outcomes: Iterable[UrlOutcome], after
     if not linked:
         return
     ids = dict(conn.execute("SELECT url, id FROM pages WHERE id > ?", (after_id,)))
-    rows = (
-        (page_id, *edge)
-        for outcome in linked
-        if (page_id := ids.get(outcome.page.url)) is not None  # type: ignore[union-attr]
-        for edge in outcome.edges
-    )
-    conn.executemany(_INSERT, rows)
+    values: list = []  # the rows' values, flat, in order
+    for outcome in linked:
+        page_id = ids.get(outcome.page.url)  # type: ignore[union-attr]
+        if page_id is not None:
+            for edge in outcome.edges:
+                values.append(page_id)
+                values += edge
+    insert_values(conn, _INSERT_HEAD, len(_COLUMNS), values)
 
 
 def has_graph(conn: sqlite3.Connection) -> bool:
