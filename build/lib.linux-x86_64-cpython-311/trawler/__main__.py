@@ -1,0 +1,3 @@
+from trawler.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""One crawl's commit cadence and its back-pressure.
+
+Results collect in a batch (store/base.py ``CommitBatch``) that a commit makes
+durable every ``COMMIT_INTERVAL_S``, or sooner once it holds
+``COMMIT_MAX_ITEMS`` rows; only in the backend's commit are discovered URLs
+scheduled and leases acknowledged. While one commit runs, the next batch grows
+up to ``limit`` rows; then the tasks that would add to it wait for the commit
+(``room``): discovery never outruns the commit, and tasks with nothing to add
+go on fetching meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from trawler.store.base import Backend, CommitBatch, UrlOutcome
+
+COMMIT_INTERVAL_S = 0.25
+COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
+# While a commit runs, the next batch grows up to this many rows, then the tasks that
+# would add to it wait for the commit.
+BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
+
+
+class Commits:
+    def __init__(self, backend: Backend, take_counters: Callable[[], dict[str, int]]) -> None:
+        """``take_counters``: the crawl's counters since the last call (each commit
+        stores them with its batch)."""
+        self.backend = backend
+        self.take_counters = take_counters
+        self.batch = CommitBatch()
+        self.limit = BATCH_LIMIT_ITEMS
+        self._wanted = asyncio.Event()
+        self._taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
+
+    def add(self, outcome: UrlOutcome) -> None:
+        """A URL's whole outcome, at once (no await between its parts)."""
+        self.batch.add(outcome)
+        if len(self.batch) >= COMMIT_MAX_ITEMS:
+            self._wanted.set()
+
+    def want(self) -> None:
+        """Commit now rather than at the next interval."""
+        self._wanted.set()
+
+    async def room(self) -> None:
+        """Back-pressure: a full batch waits for the commit (the one running, then its own)."""
+        while len(self.batch) >= self.limit:
+            self._wanted.set()
+            await self._taken.wait()
+
+    async def wanted(self) -> None:
+        """Until a commit is wanted or the interval has passed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wanted.wait(), COMMIT_INTERVAL_S)
+        self._wanted.clear()
+
+    async def commit(self) -> int:
+        """Make the batch durable; returns its pages."""
+        batch, self.batch = self.batch, CommitBatch()
+        self._taken.set()
+        self._taken = asyncio.Event()
+        batch.counters = self.take_counters()
+        if not len(batch):
+            return 0
+        await self.backend.commit(batch)
+        return batch.pages

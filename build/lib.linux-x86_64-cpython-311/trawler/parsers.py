@@ -1,0 +1,179 @@
+"""The parser processes of a process, shared by every job in it (Services).
+
+Page analysis runs in worker processes (analysis.py says why); one set of them
+serves every job, so a service crawling ten jobs on two cores still has one
+parser per spare core, not ten. Each job hands its analysis setup (its config
+and its scope hosts: the link filter depends on both) over once, as a small
+file the processes read the first time a batch of that job reaches them;
+batches carry only its key. The processes start with the first job, and leave
+when the crawler process dies (kill -9 included). Each is a ``ParserPipe``
+(parserpipe.py): the event loop writes its batches and reads its answers, no
+helper thread in between. A process that dies is replaced at once; the batches
+it had not answered fail with ``ParserBroken`` (analysis.py analyses their pages
+again one at a time, to pin the break on one page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from trawler.parserpipe import ParserPipe, serve
+
+log = logging.getLogger("trawler")
+
+PARENT_CHECK_S = 1.0
+# A job's setup, as the processes find it: (key, path of the file that holds it).
+SetupRef = tuple[str, str]
+
+
+def default_processes() -> int:
+    """One analysis process per spare core (the crawl loop keeps one), at most 4.
+
+    Two on two cores were tried (issue 14): no faster overall on the 2,000-host
+    benchmark (1,520-1,624 against ~1,558 pages/s), and with the server on the
+    same cores, nginx starved into logging bursts late (47-85 gaps of 0.987 s
+    at --delay 1, against none): bench/RESULTS.md.
+    """
+    return max(0, min(4, (multiprocessing.cpu_count() or 1) - 1))
+
+
+class ParserProcesses:
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._pipes: list[ParserPipe] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving the pipes
+        self._dir: Path | None = None  # the jobs' setup files
+
+    def start(self) -> None:
+        """Start the processes (once, in the running event loop): before a job's
+        first page, not with it."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new loop (another asyncio.run): new pipes
+            self._close_pipes()
+            self._loop = loop
+        while len(self._pipes) < self.processes:
+            self._pipes.append(ParserPipe(loop, _start_process, self._broken))
+
+    def submit(self, *message: Any) -> asyncio.Future[Any]:
+        """``(function, *args)`` to the least busy process; the future gets its result,
+        or ParserBroken if the process died first."""
+        self.start()
+        pipe = min(self._pipes, key=lambda each: len(each.waiting))
+        return pipe.submit(message)
+
+    def submit_to_each(self, *message: Any) -> list[asyncio.Future[Any]]:
+        """``(function, *args)`` to every process (a job's warm-up: analysis.py)."""
+        self.start()
+        return [pipe.submit(message) for pipe in self._pipes]
+
+    def _broken(self, pipe: ParserPipe) -> None:
+        """A process died: a new one takes its place (batches already failed)."""
+        log.error("page analysis crashed in a parser process; restarted it")
+        if pipe in self._pipes:
+            self._pipes.remove(pipe)
+            if self._loop is not None and not self._loop.is_closed():
+                self._pipes.append(ParserPipe(self._loop, _start_process, self._broken))
+
+    def register(self, config_json: str, scope_hosts: list[str]) -> SetupRef:
+        """Keep a job's analysis setup where the processes can read it; its reference."""
+        text = json.dumps({"config": config_json, "scope_hosts": scope_hosts})
+        key = hashlib.sha256(text.encode()).hexdigest()[:20]
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="trawler-parsers-"))
+        path = self._dir / f"{key}.json"
+        if not path.exists():
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(path)  # whole or absent, for a process reading it
+        return key, str(path)
+
+    def close(self) -> None:
+        self._close_pipes()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _close_pipes(self) -> None:
+        pipes, self._pipes = self._pipes, []
+        for pipe in pipes:
+            pipe.close()
+
+
+def _start_process(inbox: Connection, outbox: Connection) -> BaseProcess:
+    # spawn: a clean child (not a fork of a process with threads and a loop), and a
+    # direct child, so it can tell when the crawler is gone. SIGINT ignored while it
+    # starts: new_pool says why.
+    context = multiprocessing.get_context("spawn")
+    process = context.Process(target=_serve, args=(os.getpid(), inbox, outbox),
+                              name="trawler-parser", daemon=True)  # fmt: skip
+    with _sigint_ignored():
+        process.start()
+    return process
+
+
+def _serve(parent_pid: int, inbox: Connection, outbox: Connection) -> None:
+    start_process(parent_pid)
+    serve(inbox, outbox)
+
+
+def new_pool(processes: int) -> ProcessPoolExecutor:
+    """Processes for ``run_in_executor`` (a suspect page alone: analysis.py)."""
+    # spawn: a clean child (not a fork of a process with threads and a loop),
+    # and a direct child, so it can tell when the crawler is gone.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(
+        processes, mp_context=context, initializer=start_process, initargs=(os.getpid(),)
+    )
+    with _sigint_ignored():
+        # Start every process now, SIGINT ignored: a child inherits that across
+        # exec and Python then installs no KeyboardInterrupt handler, so a
+        # Ctrl-C to the terminal's process group cannot interrupt a child even
+        # while it starts (before the initializer runs). One task each: the pool
+        # starts a process per task while none is idle.
+        for _ in range(processes):
+            pool.submit(os.getpid)
+    return pool
+
+
+def start_process(parent_pid: int) -> None:
+    """Pool process start-up: leave when the crawler dies (kill -9 included), instead
+    of waiting forever on a queue nobody will write to. Ctrl-C is the parent's to
+    handle: it stops the crawl, which shuts the pool down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="trawler-parent-watch", daemon=True).start()
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this process for the block (main thread only: elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
