@@ -1,3 +1,0 @@
-from trawler.cli import main
-
-main()

@@ -1,1 +1,0 @@
-"""One module per resource of the API; each builds an ``APIRouter``."""

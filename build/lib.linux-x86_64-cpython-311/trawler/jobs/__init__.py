@@ -1,1 +1,0 @@
-"""The job layer: one home for crawl jobs, used by the CLI, the API and the workers."""
