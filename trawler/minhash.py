@@ -42,7 +42,8 @@ import struct
 
 import numpy as np
 
-from trawler.simhash import distinct_shingle_hashes, first_of_runs, words
+from trawler import simhash as _simhash
+from trawler.simhash import distinct_shingle_hashes, first_of_runs, simhash_of_hashes, words
 
 SKETCH_SIZE = 64  # hashes kept
 SKETCH_MAX_BYTES = 4 * SKETCH_SIZE
@@ -57,7 +58,16 @@ def sketch(text: str) -> bytes | None:
 
     A text shorter than three words is one shingle of all its words.
     """
-    return sketch_of_hashes(distinct_shingle_hashes(words(text), SHINGLE_WORDS))
+    return fingerprints(text)[1]
+
+
+def fingerprints(text: str) -> tuple[int, bytes | None]:
+    """The SimHash and the sketch of the text's word 3-shingles, hashed once for both:
+    in C when it is built (``simhash.native``), else in numpy."""
+    if _simhash.native is not None:
+        return _simhash.native_fingerprints(text, SHINGLE_WORDS)
+    shingles = distinct_shingle_hashes(words(text), SHINGLE_WORDS)
+    return simhash_of_hashes(shingles), sketch_of_hashes(shingles)
 
 
 def sketch_of_hashes(hashes: np.ndarray) -> bytes | None:

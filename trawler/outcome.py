@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from trawler.config import CrawlConfig
-from trawler.minhash import SHINGLE_WORDS, sketch_of_hashes
+from trawler.minhash import fingerprints
 from trawler.parse import parse_html, parse_x_robots_tag
 from trawler.records import CrawlRequest, FetchResult, Link, PageRecord, RobotsRecord
 from trawler.resolve import resolve_reference
 from trawler.safetext import safe_url
-from trawler.simhash import distinct_shingle_hashes, hex64, simhash_of_hashes, text_hash, words
+from trawler.simhash import hex64, text_hash
 from trawler.tdmrep import header_reservation, meta_reservation
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -159,9 +159,8 @@ def _add_parsed(outcome: Outcome, result: FetchResult, config: CrawlConfig, toke
         # sketch confirms them. Pairs (the SimHash's shingles before the sketch) caught
         # more one-word edits within 3 bits, but candidates now come from up to 10 bits
         # (dedup.CANDIDATE_BITS), and one hashing pass instead of two saves ~30%.
-        shingles = distinct_shingle_hashes(words(parsed.main_text), SHINGLE_WORDS)
-        page.simhash = hex64(simhash_of_hashes(shingles))
-        page.minhash = sketch_of_hashes(shingles)
+        fingerprint, page.minhash = fingerprints(parsed.main_text)
+        page.simhash = hex64(fingerprint)
     page.links_count = len(parsed.links)
     if parsed.tdm_reservation is not None:
         meta = meta_reservation(parsed.tdm_reservation, parsed.tdm_policy)

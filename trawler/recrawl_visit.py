@@ -16,7 +16,7 @@ from trawler.minhash import SHINGLE_WORDS  # as the crawl's SimHash (outcome.py)
 from trawler.outcome import REDIRECT_ELSEWHERE
 from trawler.parse import parse_html
 from trawler.records import CrawlRequest, FetchResult
-from trawler.simhash import distinct_shingle_hashes, hamming, hex64, simhash_of_hashes, words
+from trawler.simhash import hamming, hex64, simhash
 from trawler.store.versions import RevisitState
 
 NOT_MODIFIED, UNCHANGED, CHANGED, FAILED = "not_modified", "unchanged", "changed", "failed"
@@ -116,5 +116,4 @@ def _fingerprint(judgement: Judgement, result: FetchResult) -> None:
         return
     judgement.title, judgement.text = parsed.title, parsed.text
     if parsed.main_text:
-        shingles = distinct_shingle_hashes(words(parsed.main_text), SHINGLE_WORDS)
-        judgement.simhash = hex64(simhash_of_hashes(shingles))
+        judgement.simhash = hex64(simhash(parsed.main_text, SHINGLE_WORDS))
