@@ -52,7 +52,7 @@ def _gate(urls: list[str]) -> RobotsGate:
     for url in urls[1::16]:
         gate._link_verdicts[url] = False
     for url in urls:
-        gate._entries[origin(url)] = SimpleNamespace(ai_groups=None)  # type: ignore[assignment]
+        gate._entries[origin(url)] = SimpleNamespace(ai_groups=None, unavailable=True)  # type: ignore[assignment]
     return gate
 
 
