@@ -158,10 +158,12 @@ class LinkFilter:
 
     def robots_checked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
         """Drop requests a cached robots.txt disallows (the rest is checked at fetch time)."""
-        allows = self.robots_allows
-        kept = [request for request in requests if allows(request.url) is not False]
-        if len(kept) < len(requests):
-            self.rejected["robots"] += len(requests) - len(kept)
+        kept = []
+        for request in requests:
+            if self.robots_allows(request.url) is False:
+                self.rejected["robots"] += 1
+            else:
+                kept.append(request)
         return kept
 
     def reject_reason(self, url: str, host: str | None = None) -> str | None:
