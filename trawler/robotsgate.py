@@ -161,7 +161,11 @@ class RobotsGate:
 
     def ai_groups(self, url: str) -> AiGroups | None:
         """The AI crawlers' groups of ``url``'s origin's robots.txt (None: no file)."""
-        entry = self._entries.get(origin(url))
+        return self.site_ai_groups(origin(url))
+
+    def site_ai_groups(self, site: str) -> AiGroups | None:
+        """``ai_groups`` of an origin (``urls.origin``) the caller has at hand."""
+        entry = self._entries.get(site)
         return None if entry is None else entry.ai_groups
 
     def failure(self, url: str) -> FetchResult:

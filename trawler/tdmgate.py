@@ -124,7 +124,7 @@ class TdmGate:
                     stated.policy,
                     stated.source,
                 )
-        groups = self.robots.ai_groups(url)
+        groups = self.robots.site_ai_groups(site)  # url is of that origin (above)
         if groups is not None:
             page.ai_robots_groups = ",".join(groups.named)
             page.ai_robots_disallowed = ",".join(groups.disallowed)
