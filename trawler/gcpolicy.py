@@ -32,8 +32,12 @@ So, once per process before the crawl starts:
   cost ~7 ms at 10,000 as at 50,000 (the young objects are mostly a few big
   containers, walked item by item each time), 6.0 s of the crawl process's CPU
   in all; at 100,000, 0.85 s, the same peak RSS (bench/RESULTS.md, session 33).
-  Garbage in cycles waits for at most that many new objects: ~0.3 s of a crawl
-  at that pace;
+  A cycle that dies young waits for at most that many new objects (~0.3 s of a
+  crawl at that pace); one that outlived a young collection waits for a middle
+  one, ten young ones later, or longer. So what a crawl makes by the thousand
+  must not die in cycles: closed HTTP connections did (their parser holds their
+  callbacks), and on the 20,000-host benchmark 64,000 of them, ~150 MB, waited
+  for the collector until http1.py cut the cycle (bench/RESULTS.md, session 34);
 - ``sys.setswitchinterval(SWITCH_INTERVAL_S)``: the GIL convoy. The event
   loop gives up the GIL at every system call (send, recv, epoll: several a
   page), and the writer thread, busy in Python during a commit, then keeps it
