@@ -3,7 +3,7 @@
 FROM python:3.12-slim
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY trawler ./trawler
 # gcc and zlib's headers only while pip builds the fingerprints' C extension
 # (trawler/_fingerprint.c; without them the numpy code computes the same values).
