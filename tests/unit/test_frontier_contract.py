@@ -126,31 +126,32 @@ class FrontierContract:
         assert {first.host, second.host} == {"a.test", "b.test"}
 
     async def test_a_host_due_sooner_wakes_a_waiting_next(self, make) -> None:
-        # next() waits out a.test's 2 s; b.test, leased and finished meanwhile, is due
-        # 0.2 s after its (back-dated) send and is taken then. The SQLite frontier wakes
-        # a waiting next() only for a host due before its timer: it must for this one.
+        # next() waits out one host's 2 s; the other, leased and finished meanwhile, is
+        # due 0.2 s after its (back-dated) send and is taken then. The SQLite frontier
+        # wakes a waiting next() only for a host due before its timer: it must here.
         h = await make(delay_s=2.0)
-        await h.add([req("http://a.test/1"), req("http://a.test/2")])
-        await h.add([req(f"http://b.test/{n}") for n in range(3)])
+        await h.add([req(f"http://{host}.test/{n}") for host in "ab" for n in range(3)])
 
-        async def lease(host: str, sent_ago_s: float) -> None:
+        async def lease(sent_ago_s: float, host: str | None = None) -> str:
             request = await asyncio.wait_for(h.frontier.next(), 10)
-            assert request is not None and request.host == host
-            h.frontier.record_sent(host, time.monotonic() - sent_ago_s)
-            h.frontier.record_response(host, 200, None, None)
+            assert request is not None and request.host == (host or request.host)
+            h.frontier.record_sent(request.host, time.monotonic() - sent_ago_s)
+            h.frontier.record_response(request.host, 200, None, None)
+            return request.host
 
-        await lease("a.test", 0.0)  # a.test's next URL is due in 2 s
-        await h.frontier.finish_host("a.test")
-        await lease("b.test", 2.0)  # answered (a proven host), and due again now
-        await h.frontier.finish_host("b.test")
-        await lease("b.test", 1.8)  # leased again: due 0.2 s after it is finished
+        first = await lease(0.0)  # its next URL is due in 2 s
+        await h.frontier.finish_host(first)
+        other = await lease(2.0)  # answered (a proven host), and due again now
+        assert other != first
+        await h.frontier.finish_host(other)
+        await lease(1.8, other)  # leased again: due 0.2 s after it is finished
         waiting = asyncio.ensure_future(h.frontier.next())
         await asyncio.sleep(0.1)
-        assert not waiting.done()  # a.test due in ~1.9 s, b.test leased
-        await h.frontier.finish_host("b.test")
+        assert not waiting.done()  # the first host due in ~1.9 s, the other leased
+        await h.frontier.finish_host(other)
         finished_at = time.monotonic()
         request = await asyncio.wait_for(waiting, 10)
-        assert request is not None and request.host == "b.test"
+        assert request is not None and request.host == other
         assert time.monotonic() - finished_at < 1.0
 
     @pytest.mark.parametrize("delay_s", [0.2, 0.0])
