@@ -163,6 +163,15 @@ static PyObject *fingerprints(const Crcs *crcs, int shingle_words)
     return Py_BuildValue("(NN)", simhash, sketch);
 }
 
+/* The result of an entry point: its fingerprints if ``ok`` (else NULL, the error
+ * set), the CRCs freed either way. */
+static PyObject *finish(Crcs *crcs, int shingle_words, int ok)
+{
+    PyObject *result = ok ? fingerprints(crcs, shingle_words) : NULL;
+    PyMem_Free(crcs->items);
+    return result;
+}
+
 static int check_width(int shingle_words)
 {
     if (shingle_words >= 1 && shingle_words <= MAX_SHINGLE_WORDS)
@@ -192,12 +201,9 @@ static PyObject *of_words(PyObject *module, PyObject *args)
         if (crcs_push(&crcs, crc) < 0)
             goto fail;
     }
-    PyObject *result = fingerprints(&crcs, shingle_words);
-    PyMem_Free(crcs.items);
-    return result;
+    return finish(&crcs, shingle_words, 1);
 fail:
-    PyMem_Free(crcs.items);
-    return NULL;
+    return finish(&crcs, shingle_words, 0);
 }
 
 /* simhash.py's _TOKEN_TABLE on ASCII, after lower(): [A-Za-z0-9_] are word bytes. */
@@ -248,12 +254,9 @@ static PyObject *of_ascii(PyObject *module, PyObject *args)
         if (crcs_push(&crcs, crc) < 0)
             goto fail;
     }
-    PyObject *result = fingerprints(&crcs, shingle_words);
-    PyMem_Free(crcs.items);
-    return result;
+    return finish(&crcs, shingle_words, 1);
 fail:
-    PyMem_Free(crcs.items);
-    return NULL;
+    return finish(&crcs, shingle_words, 0);
 }
 
 static PyMethodDef methods[] = {
