@@ -1,7 +1,7 @@
 """Revisits in the crawl engine (issue 15): feeding due pages to the frontier and
 turning a revisit's answer into a ``RevisitOutcome`` for the commit.
 
-The engine fetches a revisit like any URL (engine.py): leased from the frontier under
+The engine fetches a revisit like any URL (engine_url.py): leased from the frontier under
 the host's slot, robots.txt checked through the crawl's gate, the private-address
 guard, Crawl-delay, 429/503 back-off and redirects of the crawl's fetch path. Only
 three things differ, and they are here: the request carries the page's validators

@@ -13,7 +13,7 @@
 - ``blocklist``: domains no job may fetch from (blocklist.py).
 - ``browser``: the chromium that renders pages (render/browser.py ``SharedBrowser``),
   started by the first job with --render auto or always, one for all jobs.
-- ``analysing``: the bytes of the pages waiting for the parsers (engine.py), bounded
+- ``analysing``: the bytes of the pages waiting for the parsers (engine_url.py), bounded
   over all jobs.
 
 A ``Crawler`` given no ``Services`` builds its own and closes them when its run

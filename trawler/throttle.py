@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-# Pages waiting for their analysis, or for room in the batch after it (engine.py), in a
+# Pages waiting for their analysis, or for room in the batch after it (engine_url.py), in a
 # process: bounded by their bytes, not by task slots. Besides its bodies a page holds
 # ~8 KB (its task, records, headers, its pickled copy for the parser): ~3,500 of the
 # benchmark's pages, about 2 s of its crawl.

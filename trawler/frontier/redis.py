@@ -40,21 +40,23 @@ by its length (redis_scripts.py), so after a long outage the live workers
 keep their URLs and hosts, while a dead worker's still expire.
 
 While a worker holds a host, the host's politeness state lives in a local
-``HostSlot`` (record_sent and set_crawl_delay are synchronous); finish_host
-writes it back. Its monotonic times and Redis times convert through the offset
-``RedisClock`` measures against ``TIME`` (redis_conn.py).
+``HostSlot``; finish_host writes it back (redis_holds.py).
 
 Redis Cluster (``redis+cluster://``, redis_keys.py): the layout above is
 bucket 0 of one; on a cluster the hosts are split into buckets, each with its
 hash tag, and the keys above (``ready``, leases, holds, counters, seen set, host
 hashes) exist once per bucket, holding its hosts. Each script call runs in one
-bucket; next() polls the buckets in turn, from a different one each call, and
-the job is done when two sweeps in a row find every bucket empty with no URL
-added in between (a URL's children are added before it is acknowledged, so
-work moving from one bucket to another is seen by one of the sweeps).
---max-pages reserves places in the job's own slot before the sweep
-(redis_reserve.py); revisits have lanes per bucket, their feeder's turn in the
-job's own slot (redis_revisits.py).
+bucket; next() sweeps the buckets in turn (redis_sweep.py). --max-pages
+reserves places in the job's own slot before the sweep (redis_reserve.py);
+revisits have lanes per bucket, their feeder's turn in the job's own slot
+(redis_revisits.py).
+
+``RedisFrontier`` is built of parts, one module each, whose methods are its own
+(no call goes through a layer in front of them): ``HeldHosts`` (redis_holds.py),
+``BucketSweep`` (redis_sweep.py) and ``FrontierUpkeep`` (redis_upkeep.py: lease
+renewal, the clock offset, the job's counts). This module holds the rest: the
+state, the connection, URLs in (filter_new, commit) and out (next, retry_later,
+hand_back), and what the job's workers share (robots.txt, render misses).
 """
 
 from __future__ import annotations
@@ -64,8 +66,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -80,39 +81,23 @@ from trawler.frontier.redis_codec import (
     lease_key,
     ms,
 )
-from trawler.frontier.redis_conn import RedisClock, connect_redis, transient_redis_error
+from trawler.frontier.redis_conn import RedisClock, connect_redis
+from trawler.frontier.redis_holds import HeldHosts
 from trawler.frontier.redis_keys import CLUSTER_BUCKETS, KeySpace
+from trawler.frontier.redis_options import RedisFrontierOptions
 from trawler.frontier.redis_reserve import ClusterBudget
 from trawler.frontier.redis_revisits import RedisRevisits, decode_entry
 from trawler.frontier.redis_robots import SharedRobots
-from trawler.frontier.redis_seen import SEEN_BASE_BITS
+from trawler.frontier.redis_sweep import BucketSweep
+from trawler.frontier.redis_upkeep import FrontierUpkeep
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
-from trawler.politeness import SPACING_MARGIN_S, HostSlot, PolitenessPolicy
+from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
 
 T = TypeVar("T")
 
-STATS_REFRESH_S = 1.0
 
-
-@dataclass(slots=True, frozen=True)
-class RedisFrontierOptions:
-    job_id: str
-    worker_id: str = ""  # default: a fresh uuid; must not contain spaces
-    lease_timeout_s: float = 60.0
-    max_wait_s: float = 0.5  # longest sleep in next(), so new work is noticed
-    busy_retry_s: float = 0.2  # look again at a host another job is holding
-    auto_renew: bool = True  # renew leases, refresh stats and clock in the background
-    prefix: str = "trawler"
-    seen_base_bits: int = SEEN_BASE_BITS  # tests only: buckets split from 2**bits up
-    # The job's budgets, over all its workers (redis_budget.py); None: no limit.
-    max_pages: int | None = None
-    max_pages_per_host: int | None = None
-    # Host buckets (redis_keys.py); 0: 1 on one Redis, CLUSTER_BUCKETS on a cluster.
-    buckets: int = 0
-
-
-class RedisFrontier:
+class RedisFrontier(HeldHosts, BucketSweep, FrontierUpkeep):
     """One worker's view of a job's shared frontier (the Frontier protocol, plus
     ``commit`` for the distributed backend and leases for workers).
 
@@ -296,86 +281,10 @@ class RedisFrontier:
             await self._wait_wake(wait_s)
         return None
 
-    async def _next_reply(self, args: list[str | int]) -> tuple[Any, str | None]:
-        """NEXT's reply, and the place reserved for its URL under --max-pages on a
-        cluster (redis_reserve.py; given back when no URL came of it)."""
-        if self.keys.buckets == 1:
-            return await self._run("NEXT", args), None
-        if self.budget is None:
-            return await self._sweeps(args), None
-        place = await self.budget.reserve()
-        if isinstance(place, list):
-            return place, None
-        try:
-            reply = await self._sweeps(args)
-        except BaseException:
-            self.budget.forget(place)  # not renewed: it expires (Redis may be down)
-            raise
-        if reply[0] != 2:
-            await self.budget.give_back(place)
-            return reply, None
-        return reply, place
-
-    async def _sweeps(self, args: list[str | int]) -> Any:
-        """A sweep that skips the buckets known to have nothing ready (``_known``);
-        when all look done, sweeps of every bucket until two in a row find them all
-        done with the same URLs added (module doc)."""
-        reply, _marks = await self._sweep(args, skip_known=True)
-        marks: dict[int, Any] | None = None
-        while reply[0] == 0:
-            reply, done_marks = await self._sweep(args, skip_known=False)
-            if reply[0] != 0 or done_marks == marks:
-                return reply
-            marks = done_marks
-        return reply
-
-    async def _sweep(self, args: list[str | int], skip_known: bool) -> tuple[Any, dict[int, Any]]:
-        """NEXT on each bucket from the next in turn: the first URL handed out, else
-        the shortest wait ({1, -1}: nothing ready), else {0} with each bucket's count
-        of URLs added. A bucket that had nothing ready is left alone until its wait
-        ends, at most ``max_wait_s`` (this worker's own changes to it forget that)."""
-        n, now = self.keys.buckets, time.monotonic()
-        start, self._turn = self._turn, (self._turn + 1) % n
-        waits: list[float] = []
-        marks: dict[int, Any] = {}
-        for bucket in ((start + i) % n for i in range(n)):
-            until, done = self._known.get(bucket, (0.0, False))
-            if skip_known and until > now:
-                if not done:
-                    waits.append(until - now)
-                continue
-            reply = await self._run("NEXT", args, bucket)
-            if reply[0] == 2:
-                return reply, {}
-            wait_s = self.options.max_wait_s if reply[0] == 0 or reply[1] < 0 else reply[1] / 1000
-            self._known[bucket] = (time.monotonic() + min(wait_s, self.options.max_wait_s),
-                                   reply[0] == 0)  # fmt: skip
-            if reply[0] == 0:
-                marks[bucket] = reply[1:]
-            else:
-                waits.append(-1 if reply[1] < 0 else reply[1] / 1000)
-        if not waits:
-            return [0], marks
-        ready = [w for w in waits if w >= 0]
-        return [1, round(min(ready) * 1000) if ready else -1], marks
-
-    def _changed(self, host: str) -> None:
-        """This worker changed the host's bucket: look at it on the next sweep."""
-        self._known.pop(self.keys.bucket_of(host), None)
-
     async def _wait_wake(self, wait_s: float) -> None:
         if wait_s > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait_s)
-
-    def record_sent(self, host: str, sent_at: float) -> None:
-        self.policy.after_request(self._local_slot(host), sent_at)
-
-    def record_response(
-        self, host: str, status: int | None, error: str | None, retry_after_s: float | None
-    ) -> None:
-        slot = self._local_slot(host)
-        self.policy.after_response(slot, status, error, retry_after_s, time.monotonic())
 
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
         """Queue the URL again after ``delay_s`` (its host is not delayed).
@@ -390,63 +299,6 @@ class RedisFrontier:
         self._changed(request.host)
         if self.budget is not None:
             await self.budget.release([request.fp])
-
-    async def finish_host(self, host: str) -> None:
-        slot = self._held.pop(host, None)
-        if slot is None:
-            return
-        health = slot.health
-        args: list[str | bytes | int] = [
-            self.worker_id,
-            host,
-            self._clock.to_redis(slot.next_allowed_at),
-        ]
-        args += [self._crawl_delay_arg(slot), repr(health.backoff_s)]
-        args += [health.consecutive_failures, self._clock.to_redis(health.paused_until)]
-        await self._run("FINISH", args, self.keys.bucket_of(host))
-        self._changed(host)
-        self._wake.set()
-
-    async def acquire_host(self, host: str) -> None:
-        lease_ms = ms(self.options.lease_timeout_s)
-        while True:
-            if host not in self._held:
-                args: list[str | int] = [self.worker_id, lease_ms, host, *self._gap_args()]
-                reply = await self._run("ACQUIRE", args, self.keys.bucket_of(host))
-                if reply[0] == 1:
-                    self._hold(host, *reply[1:])
-                    break
-            await asyncio.sleep(0.05)
-        await self.wait_host_ready(host)
-
-    def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
-        slot = self._held.get(host)
-        if slot is not None:  # written back by finish_host
-            self.policy.set_crawl_delay(slot, crawl_delay_s)
-            self._crawl_delay_dirty.add(host)
-            return
-        task = asyncio.get_running_loop().create_task(self._store_crawl_delay(host, crawl_delay_s))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _store_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
-        value = "" if crawl_delay_s is None else repr(crawl_delay_s)
-        key = self.keys.host_key(host)
-        await self._call(lambda: self.redis.hset(key, "crawl_delay", value))
-
-    def host_wait_s(self, host: str) -> float:
-        slot = self._held.get(host)
-        return 0.0 if slot is None else slot.next_allowed_at - time.monotonic()
-
-    async def wait_host_ready(self, host: str) -> None:
-        slot = self._held.get(host)
-        if slot is None:  # not held: read the shared state
-            key = self.keys.host_key(host)
-            next_ms = await self._call(lambda: self.redis.hget(key, "next"))
-            slot = HostSlot(host, next_allowed_at=self._clock.to_local(float(next_ms or 0)))
-        delay = slot.next_allowed_at - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
 
     async def hand_back(self, request: CrawlRequest, delay_s: float = 0.0) -> None:
         slot = self._held.get(request.host)
@@ -472,20 +324,7 @@ class RedisFrontier:
         self._closed = True
         self._wake.set()
 
-    # Approximate, refreshed every STATS_REFRESH_S by the background task.
-    @property
-    def queued(self) -> int:
-        return self._stats[0]
-
-    @property
-    def leased(self) -> int:
-        return self._stats[1]
-
-    @property
-    def active_hosts(self) -> int:
-        return self._stats[2]
-
-    # -- leases, heartbeats, stats -----------------------------------------------
+    # -- shared with the job's other workers ---------------------------------------
     async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
         """The robots.txt another worker fetched for ``site``, while it is fresh."""
         return await self._robots.get(site, profile)
@@ -511,46 +350,6 @@ class RedisFrontier:
             return 0
         return int(await self._call(lambda: self.redis.hincrby(key, host, 1)))
 
-    @property
-    def current_host(self) -> str | None:
-        """A host this worker holds right now (for `trawler workers`)."""
-        return next(iter(self._held), None)
-
-    async def renew_leases(self) -> None:
-        """Push back the expiry of this worker's URL leases and host holds."""
-        if self.budget is not None:  # first: a place never ends before its lease
-            await self.budget.renew()
-        if not self._inflight and not self._held:
-            return
-        lease_ms = ms(self.options.lease_timeout_s)
-        where = self._inflight_bucket
-        self._inflight_bucket = {fp: where.get(fp, 0) for fp in self._inflight}
-        for bucket in self.keys.all_buckets():
-            fps = [lease_key(payload) for fp, payload in self._inflight.items()
-                   if self._inflight_bucket[fp] == bucket]  # fmt: skip
-            hosts = [host for host in self._held if self.keys.bucket_of(host) == bucket]
-            if fps or hosts:
-                await self._run("RENEW", [self.worker_id, lease_ms, len(fps), *fps, *hosts], bucket)
-
-    async def stats(self) -> tuple[int, int, int]:
-        """Exact (queued, leased, active hosts) of the job, from Redis."""
-        await self._refresh_stats()
-        return self._stats
-
-    async def urls_seen(self) -> int:
-        """Size of the job's seen set: every URL discovered (for `trawler stats`)."""
-        buckets = []
-        for bucket in self.keys.all_buckets():
-            match = self.keys.job_prefix(bucket) + "seen:*"
-            buckets += [key async for key in self.redis.scan_iter(match=match, count=1000)]
-        total = 0
-        for start in range(0, len(buckets), 1000):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key in buckets[start : start + 1000]:
-                    pipe.hlen(key)
-                total += sum(await pipe.execute())
-        return total
-
     # -- internals ---------------------------------------------------------------
     async def _run(self, name: str, args: Sequence[str | bytes | int], bucket: int = 0) -> Any:
         """A script on one bucket's keys; the key named routes it to its shard."""
@@ -574,75 +373,6 @@ class RedisFrontier:
     async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Every Redis call goes through here: retried through an outage (see outage.py)."""
         return await guarded(self.health, operation)
-
-    def _hold(self, host: str, next_ms: int, *state: bytes) -> None:
-        """Keep a held host's politeness state locally until finish_host."""
-        crawl_delay, backoff, failures, paused_ms = state
-        slot = HostSlot(host, next_allowed_at=self._clock.to_local(next_ms), busy=True)
-        slot.crawl_delay_s = float(crawl_delay) if crawl_delay else None
-        slot.health.backoff_s = float(backoff or 0)
-        slot.health.consecutive_failures = int(failures or 0)
-        slot.health.paused_until = self._clock.to_local(float(paused_ms or 0))
-        self._held[host] = slot
-
-    def _gap_args(self) -> list[int]:
-        """The job's interval before Crawl-delay and back-off, and its Crawl-delay cap:
-        the scripts keep the host's interval with each hold, so that when the worker
-        dies holding it, the host waits a full interval after the hold's end (a
-        request the worker sent just before its death is recorded nowhere)."""
-        policy = self.policy
-        return [ms(policy.delay_s + SPACING_MARGIN_S), ms(policy.max_crawl_delay_s)]
-
-    def _local_slot(self, host: str) -> HostSlot:
-        """The held host's slot; a throw-away one for a host not held (nothing to space)."""
-        return self._held.get(host) or HostSlot(host)
-
-    def _crawl_delay_arg(self, slot: HostSlot) -> str:
-        if slot.host not in self._crawl_delay_dirty:
-            return "-"
-        self._crawl_delay_dirty.discard(slot.host)
-        return "" if slot.crawl_delay_s is None else repr(slot.crawl_delay_s)
-
-    async def _sync_clock(self) -> None:
-        await self._call(lambda: self._clock.measure(self.redis))
-
-    async def _refresh_stats(self) -> None:
-        async def read() -> list[Any]:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for bucket in self.keys.all_buckets():
-                    jp = self.keys.job_prefix(bucket)
-                    pipe.get(jp + "queued")
-                    pipe.zcard(jp + "lease_exp")
-                    pipe.zcard(jp + "held")
-                return cast(list[Any], await pipe.execute())
-
-        counts = await self._call(read)
-        queued = sum(int(n or 0) for n in counts[0::3])
-        self._stats = (queued, sum(counts[1::3]), sum(counts[2::3]))
-
-    async def _keep_alive(self) -> None:
-        """Renew leases well before they expire; refresh stats and the clock offset."""
-        renew_every_s = self.options.lease_timeout_s / 3
-        last_renew = time.monotonic()
-        while not self._keeper_done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._keeper_done.wait(), min(STATS_REFRESH_S, renew_every_s)
-                )
-            if self._keeper_done.is_set():
-                return
-            try:
-                now = time.monotonic()
-                if now - last_renew >= renew_every_s:
-                    await self.renew_leases()
-                    last_renew = now
-                if self._clock.stale(now):
-                    await self._sync_clock()
-                await self._refresh_stats()
-            except Exception as exc:
-                if not transient_redis_error(exc):
-                    raise
-                continue  # Redis is restarting or busy: try again on the next round
 
 
 def _is_cluster(client: Redis) -> bool:

@@ -15,7 +15,7 @@ job's keys of that bucket (its ready ZSET, the queues, leases, holds and seen
 set of its hosts) and ``trawler:{<tag>}:host:<host>`` for the hosts' shared
 politeness state. So a script touches one slot, a host's state stays with its
 queues on one shard, and there is no global key on the hot path: a worker
-polls the buckets in turn (redis.py). The tags are chosen so that their slots
+polls the buckets in turn (redis_sweep.py). The tags are chosen so that their slots
 spread evenly over 0..16383, whatever contiguous split of the slots the
 cluster's masters own (``redis-cli --cluster create`` gives equal ranges).
 """

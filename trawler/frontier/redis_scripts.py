@@ -207,7 +207,7 @@ for _ = 1, 16 do
     if tonumber(redis.call('GET', jp .. 'queued') or 0) <= 0
         and redis.call('ZCARD', jp .. 'lease_exp') == 0
         and redis.call('ZCARD', jp .. 'delayed') == 0 then
-      -- with the URLs ever added here: a sweep over buckets compares them (redis.py)
+      -- with the URLs ever added here: a sweep over buckets compares them (redis_sweep.py)
       return {0, redis.call('HGET', jp .. 'seenmeta', 'count') or '0'}
     end
     return {1, -1}
