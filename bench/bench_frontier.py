@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
-from trawler.commits import BATCH_LIMIT_ITEMS, COMMIT_MAX_ITEMS
+from trawler.commits import COMMIT_MAX_ITEMS
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
 from trawler.gcpolicy import tune_for_crawling
@@ -42,8 +42,9 @@ from trawler.store.embedded import EmbeddedBackend
 
 LINKS_A_PAGE = 50
 OWN_HOST = 40
-# The engine's bound on the batch waiting for a commit (main, which had none, is
-# run with the same batches).
+# The engine's bound on the batch waiting for a commit (commits.BATCH_LIMIT_ITEMS;
+# main, which had none, is run with the same batches).
+BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 CONFIG = CrawlConfig(delay_s=0.0, parse_processes=0)
 
 

@@ -17,17 +17,11 @@ from collections.abc import Callable
 
 from trawler.store.base import Backend, CommitBatch, UrlOutcome
 
-# A commit's cost is partly per commit (the transaction, index and table pages
-# written once however many rows changed them): on the 2,000-host benchmark a page
-# (~4 rows) cost the writer 184 µs in commits of 375 pages, 160 µs in commits of 750
-# or 1,500 (bench/bench_commit.py; bench/RESULTS.md, issue 14, session 35). Half a
-# second stays under the usual 1 s per-host delay, so the links a page adds are
-# scheduled before its host is due again.
-COMMIT_INTERVAL_S = 0.5
-COMMIT_MAX_ITEMS = 5000  # commit early when a batch grows past this (~1,200 pages)
+COMMIT_INTERVAL_S = 0.25
+COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 # While a commit runs, the next batch grows up to this many rows, then the tasks that
 # would add to it wait for the commit.
-BATCH_LIMIT_ITEMS = 40_000
+BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 
 
 class Commits:
