@@ -17,6 +17,9 @@ from collections.abc import Callable
 
 from trawler.store.base import Backend, CommitBatch, UrlOutcome
 
+# 0.5 s and 5,000 rows cut the writer's CPU a page by 13 % in bench/bench_commit.py,
+# but not in the crawl benchmark, where they raised peak RSS by ~25 MB and delayed
+# the end (bench/RESULTS.md, issue 14, session 35).
 COMMIT_INTERVAL_S = 0.25
 COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 # While a commit runs, the next batch grows up to this many rows, then the tasks that
