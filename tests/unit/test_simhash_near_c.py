@@ -159,6 +159,7 @@ def _arrays(index: SimHashIndex) -> Arrays:
         (lambda a: (*a[:5], 5, 4), "holding count"),
         (lambda a: ((), *a[1:]), "1..16 pairs"),
         (lambda a: (((64, 1),), *a[1:]), "shift must be below 64"),
+        (lambda a: (((0, 0x1FFFF),), *a[1:]), "at most 16 bits"),
         (lambda a: (tuple(_blocks(4)), 30, *a[2:]), "arrays disagree"),
     ],
 )
