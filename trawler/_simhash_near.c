@@ -9,10 +9,12 @@
  * The index's arrays, read through the buffer protocol: ``offsets`` (intp) says where
  * each key's bucket starts in ``positions`` (uint32), a key being
  * table << tag_shift | block; ``stored`` (uint64) holds the fingerprints by position,
- * those from ``merged`` to ``count`` not yet in the buckets (the tail). numpy did this
+ * those from ``merged`` to ``count`` not yet in the buckets (the tail). numpy does this
  * in ~15 calls on arrays of a few hundred items, their per-call cost most of the
- * cost (~20 us a lookup on the crawl benchmark's clustered fingerprints). The numpy
- * code stays, the reference tests/unit/test_simhash_near_c.py compares this with.
+ * cost: ~14.5 us a lookup on the crawl benchmark's clustered fingerprints, 3.2 here
+ * (bench/RESULTS.md, issue 14, session 35). The numpy code stays, for k < 3 and
+ * builds without a compiler, and as the reference tests/unit/test_simhash_near_c.py
+ * compares this with.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -103,7 +105,7 @@ static int bucket(const Tables *t, uint64_t key, Py_ssize_t *range)
  * bucket holds only fingerprints with the probed block). All the buckets are found
  * before any is read, and each stored fingerprint is prefetched a few entries ahead:
  * at a million random fingerprints (~1,000 entries a lookup, each a cache miss) the
- * two took a lookup from ~34 to ~24 us (bench/RESULTS.md, issue 14, session 35). */
+ * two took a lookup from ~36 to ~24 us (bench/RESULTS.md, issue 14, session 35). */
 static int scan_buckets(const Tables *t, const Block *blocks, int block_count,
                         unsigned tag_shift, uint64_t fingerprint, int radius, int max_bits,
                         Hits *hits)
