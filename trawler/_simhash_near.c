@@ -11,7 +11,7 @@
  * table << tag_shift | block; ``stored`` (uint64) holds the fingerprints by position,
  * those from ``merged`` to ``count`` not yet in the buckets (the tail). numpy does this
  * in ~15 calls on arrays of a few hundred items, their per-call cost most of the
- * cost: ~14.5 us a lookup on the crawl benchmark's clustered fingerprints, 3.2 here
+ * cost: ~14 us a lookup on the crawl benchmark's clustered fingerprints, 3.2 here
  * (bench/RESULTS.md, issue 14, session 35). The numpy code stays, for k < 3 and
  * builds without a compiler, and as the reference tests/unit/test_simhash_near_c.py
  * compares this with.

@@ -50,7 +50,7 @@ class SimHashIndex:
     crawl's GIL time (bench/bench_dedup_check.py). Where a block has at most
     16 bits (k >= 3) a bucket is found by an offset per possible block value,
     and when the C extension is built the whole lookup is one call of it
-    (trawler/_simhash_near.c): numpy's ~15 calls a lookup cost ~14.5 µs there,
+    (trawler/_simhash_near.c): numpy's ~15 calls a lookup cost ~14 µs there,
     nearly all of it their per-call cost on arrays of a few hundred; C 3.2 µs.
     Wider blocks keep the keys beside the positions and search them, in numpy.
     Fingerprints added since the last merge, the tail, are all tested on each
