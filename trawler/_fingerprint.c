@@ -17,6 +17,9 @@
  *     [a-z0-9_] a separator, the runs between separators (str.lower() and
  *     bytes.split() change nothing else on ASCII).
  * Both return (simhash: int, sketch: bytes | None).
+ *
+ * The module's third function, near(), is the SimHash index's lookup: see
+ * trawler/_simhash_near.c.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -259,17 +262,23 @@ fail:
     return finish(&crcs, shingle_words, 0);
 }
 
+/* SimHashIndex's lookup, in its own file (trawler/_simhash_near.c). */
+PyObject *simhash_near(PyObject *module, PyObject *args);
+
 static PyMethodDef methods[] = {
     {"of_words", of_words, METH_VARARGS,
      "of_words(words, shingle_words) -> (simhash, sketch | None): of simhash.words()."},
     {"of_ascii", of_ascii, METH_VARARGS,
      "of_ascii(text, shingle_words) -> (simhash, sketch | None): of an ASCII str."},
+    {"near", simhash_near, METH_VARARGS,
+     "near(fingerprint, radius, max_bits, blocks, tag_shift, offsets, positions, stored, "
+     "merged, count) -> [(distance, position)]: SimHashIndex._near (see the C source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "trawler._fingerprint",
-    "SimHash and MinHash sketch of a page's words in one call (see the C source).",
+    "A page's SimHash and MinHash sketch in one call; the SimHash index's lookup.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -25,7 +25,11 @@ from math import isqrt
 
 import numpy as np
 
-from trawler.simhash import FINGERPRINT_BITS
+from trawler.simhash import FINGERPRINT_BITS, native
+
+# The lookup in C (trawler/_simhash_near.c) when pip built the extension, and built it
+# from this version: a build from before it has no ``near``, and numpy answers.
+native_near = getattr(native, "near", None)
 
 
 class SimHashIndex:
@@ -44,8 +48,11 @@ class SimHashIndex:
     ~0.25 µs each, and pages cut from one template cluster: ~230 of them a
     lookup on the crawl benchmark's web, where that loop was 12.5% of the
     crawl's GIL time (bench/bench_dedup_check.py). Where a block has at most
-    16 bits (k >= 3) a bucket is found by an offset per possible block value;
-    wider blocks keep the keys beside the positions and search them.
+    16 bits (k >= 3) a bucket is found by an offset per possible block value,
+    and when the C extension is built the whole lookup is one call of it
+    (trawler/_simhash_near.c): numpy's ~15 calls a lookup cost ~14 µs there,
+    nearly all of it their per-call cost on arrays of a few hundred; C 3.2 µs.
+    Wider blocks keep the keys beside the positions and search them, in numpy.
     Fingerprints added since the last merge, the tail, are all tested on each
     lookup; a merge copies the arrays once, so the tail is allowed to grow with
     the square root of the index (512 up to 16,000 fingerprints, 4,000 at a million).
@@ -65,7 +72,7 @@ class SimHashIndex:
         # stop it from growing while it lived); room for a few more.
         self._fingerprints = np.empty(0, np.uint64)
         self._keys: list[str] = []
-        self._blocks = _blocks(k + 1)  # (shift, mask) per table
+        self._blocks = tuple(_blocks(k + 1))  # (shift, mask) per table
         # A table's key is its number above the widest block: all tables sort as one.
         self._tag_shift = max(mask.bit_length() for _, mask in self._blocks)
         key_space = (k + 1) << self._tag_shift
@@ -138,6 +145,16 @@ class SimHashIndex:
     def _near(self, fingerprint: int, max_bits: int, radius: int) -> list[tuple[int, int]]:
         """(distance, position) of the fingerprints within ``max_bits`` that are within
         ``radius`` bits of ``fingerprint`` in some block, in order."""
+        if native_near is None or self._offsets is None:
+            return self._near_numpy(fingerprint, max_bits, radius)
+        found: list[tuple[int, int]] = native_near(
+            fingerprint, radius, max_bits, self._blocks, self._tag_shift, self._offsets,
+            self._sorted_positions, self._fingerprints, self._merged, len(self._keys),
+        )  # fmt: skip
+        return found
+
+    def _near_numpy(self, fingerprint: int, max_bits: int, radius: int) -> list[tuple[int, int]]:
+        """``_near`` in numpy: any k, and the reference the C is tested against."""
         positions = self._probed(fingerprint, radius)
         stored = self._fingerprints
         # The tail's fingerprints after the probed ones: all of them are tested.

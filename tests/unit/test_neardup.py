@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from tests.indexpages import index_entries, index_html
 from tests.unit.test_simhash import _brute_force_candidates
 from trawler.config import CrawlConfig
@@ -20,6 +22,9 @@ from trawler.outcome import page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.sitegen import Site, SiteSpec
 from trawler.store import sqlite as db
+
+# Every test twice: the index's lookup in C, then in numpy (tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("lookup_path")
 
 CONFIG = CrawlConfig()
 LETTERS = "abcdefghijklmnop"

@@ -184,6 +184,8 @@ def _brute_force(stored: list[tuple[int, str]], query: int, k: int) -> str | Non
     return best[1]
 
 
+# The index tests run twice: its lookup in C, then in numpy (tests/unit/conftest.py).
+@pytest.mark.usefixtures("lookup_path")
 @pytest.mark.parametrize("k", [0, 1, 3, 5])
 def test_index_matches_brute_force_with_planted_neighbours(k: int) -> None:
     rng = random.Random(k)
@@ -202,6 +204,7 @@ def test_index_matches_brute_force_with_planted_neighbours(k: int) -> None:
     assert all(index.find(q) == _brute_force(stored, q, k) for q in misses)
 
 
+@pytest.mark.usefixtures("lookup_path")
 @settings(max_examples=200, deadline=None)
 @given(
     base=st.integers(0, 2**64 - 1),
@@ -215,6 +218,7 @@ def test_index_finds_exactly_the_fingerprints_within_k(base: int, flips: list[in
     assert (index.find(query) == "original") == (len(flips) <= k)
 
 
+@pytest.mark.usefixtures("lookup_path")
 def test_index_prefers_the_closest_then_the_first_added() -> None:
     index = SimHashIndex(3)
     base = 0x0123_4567_89AB_CDEF
@@ -232,6 +236,7 @@ def test_index_rejects_unsupported_k() -> None:
         SimHashIndex(-1)
 
 
+@pytest.mark.usefixtures("lookup_path")
 def test_candidates_within_2k_plus_1_bits_are_all_found_and_farther_ones_often() -> None:
     index = SimHashIndex(K)
     stored = 0x0123_4567_89AB_CDEF
@@ -294,6 +299,7 @@ def _clustered(rng: random.Random, count: int, centres: int, max_flips: int) -> 
     return out
 
 
+@pytest.mark.usefixtures("lookup_path")
 @pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
 def test_candidates_equal_a_brute_force_scan_on_clustered_fingerprints(k: int) -> None:
     """Looked up between adds, as ContentDedup does, over several thousand adds so that
@@ -316,6 +322,7 @@ def test_candidates_equal_a_brute_force_scan_on_clustered_fingerprints(k: int) -
         assert index.find(query) == _brute_force(keyed, query, k)
 
 
+@pytest.mark.usefixtures("lookup_path")
 @settings(max_examples=150, deadline=None)
 @given(
     middle=st.integers(0, 2**64 - 1),
