@@ -16,9 +16,8 @@ pinned on one page, recorded with its error code and never parsed again.
 process's (parsers.py), shared by its jobs; each batch names its job's setup. The robots.txt check
 of the links stays in the loop, which owns the robots cache. Only pages that are
 parsed make the trip (``is_parsed``): an error, a 404 or a PDF costs no parsing,
-and its analysis is cheaper in the loop than the trip. A page goes as a tuple of
-the fields analysed and comes back as tuples (``_item``, ``_flatten``): pickling
-dataclasses cost the crawl process more than the parsing it saved.
+and its analysis is cheaper in the loop than the trip. A page goes, and its
+analysis comes back, as plain tuples (analysis_codec.py).
 
 Sitemaps up to ``SITEMAP_IN_PROCESS_MAX_BYTES`` (~2,000 URLs) are read in a
 parser process too, one a message; larger ones on a thread (``analyse_sitemap``):
@@ -42,17 +41,27 @@ from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from functools import partial
-from operator import attrgetter
 
+from trawler.analysis_codec import (
+    Analysis,
+    PageItem,
+    SitemapAnalysis,
+    flatten_analysis,
+    from_page_item,
+    page_item,
+    request_values,
+    unflatten_analysis,
+    unflatten_sitemap,
+)
 from trawler.config import CrawlConfig
 from trawler.graph import page_edges
 from trawler.linkfilter import LinkFilter
-from trawler.outcome import HTML_TYPES, Outcome, page_outcome, sniffed_type
+from trawler.outcome import HTML_TYPES, page_outcome, sniffed_type
 from trawler.parserpipe import ParserBroken
 from trawler.parsers import ParserProcesses, SetupRef, new_pool
-from trawler.records import CrawlRequest, Edge, FetchResult, PageRecord
+from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.scope import Scope, TrapRules
 from trawler.sitemapflow import sitemap_outcome
 from trawler.urls import Normaliser
@@ -63,28 +72,6 @@ log = logging.getLogger("trawler")
 BATCH_MAX = 64
 BATCH_WAIT_S = 0.005
 SITEMAP_IN_PROCESS_MAX_BYTES = 256 * 1024
-
-
-@dataclass(slots=True)
-class Analysis:
-    outcome: Outcome  # the page row; outcome.links emptied (the requests below replace them)
-    requests: list[CrawlRequest]  # followable links in scope, not traps; robots not yet checked
-    rejected: dict[str, int]  # links left out, by reason
-    # The page's canonical URL, normalised, when it is another URL than the page's
-    # own (then ``duplicate_of`` too); the loop decides whether to crawl it.
-    canonical_elsewhere: str | None = None
-    edges: list[Edge] = field(default_factory=list)  # the page's links, the graph's (graph.py)
-    anchors: list[str | None] = field(default_factory=list)  # of each request's link
-    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
-
-
-@dataclass(slots=True)
-class SitemapAnalysis:
-    requests: list[CrawlRequest]  # child sitemaps and listed URLs; robots not yet checked
-    listed: int  # entries the sitemap listed
-    counters: Counter[str]  # sitemaps.* counters
-    rejected: Counter[str]  # URLs left out, by reason
-    skipped: list[tuple[str, str, str | None]] = field(default_factory=list)  # LinkFilter's
 
 
 def _robots_unknown(_url: str) -> None:
@@ -161,43 +148,6 @@ def _canonical_elsewhere(
     return canonical
 
 
-# What a parser process gets of a page: the fields page_outcome reads, as tuples (no
-# dataclasses to pickle), the raw body left out (only the decoded one is parsed).
-PageItem = tuple[tuple, tuple]
-
-
-_REQUEST_FIELDS = tuple(f.name for f in fields(CrawlRequest))
-_all_request_values = attrgetter(*_REQUEST_FIELDS)
-_REVISIT_AT = _REQUEST_FIELDS.index("revisit")
-
-
-def _request_values(request: CrawlRequest) -> tuple:
-    """Every field of a request, as a parser process gets it and sends it back, but
-    its revisit state (the loop's, not the parser's): a field added to CrawlRequest
-    travels without a change here (a list by hand once dropped <changefreq>)."""
-    values = _all_request_values(request)
-    if values[_REVISIT_AT] is None:
-        return values
-    return (*values[:_REVISIT_AT], None, *values[_REVISIT_AT + 1 :])
-
-
-def _item(request: CrawlRequest, result: FetchResult) -> PageItem:
-    return (
-        _request_values(request),
-        (result.url, result.final_url, result.status, result.headers, result.content_type,
-         result.charset, result.body, result.started_at, result.duration_s, result.rendered,
-         result.dom),
-    )  # fmt: skip
-
-
-def _from_item(item: PageItem) -> tuple[CrawlRequest, FetchResult]:
-    request, (url, final_url, status, headers, content_type, charset, body, at, took, rendered,
-              dom) = item  # fmt: skip
-    result = FetchResult(url, final_url, status, headers, content_type, charset, body,
-                         started_at=at, duration_s=took, rendered=rendered, dom=dom)  # fmt: skip
-    return CrawlRequest(*request), result
-
-
 def is_parsed(result: FetchResult) -> bool:
     """Whether ``page_outcome`` parses the page (the other branches cost no parsing:
     those pages are not worth a trip to a parser process)."""
@@ -213,7 +163,7 @@ def analyse_batch(setup: SetupRef, items: list[PageItem]) -> list[tuple]:
     """``analyse`` for many pages of one job in a parser process, each within the CPU
     limit, answered as plain tuples: unpickling dataclasses in the crawl process cost
     as much as the parsing saved (bench/RESULTS.md)."""
-    return [_flatten(analyse_limited(setup, *_from_item(item))) for item in items]
+    return [flatten_analysis(analyse_limited(setup, *from_page_item(item))) for item in items]
 
 
 def analyse_limited(setup: SetupRef, request: CrawlRequest, result: FetchResult) -> Analysis:
@@ -260,40 +210,14 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
     """``analyse_sitemap`` in a parser process, within the page CPU limit (see
     ``analyse_limited``), answered as plain tuples."""
     analyser = _analyser_for(setup)
-    request, result = _from_item(item)
+    request, result = from_page_item(item)
     signal.setitimer(signal.ITIMER_PROF, analyser.config.parse_time_limit_s)
     try:
         found = analyse_sitemap(analyser, request, result)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
-    requests = [_request_values(r) for r in found.requests]  # every field: lastmod, changefreq
+    requests = [request_values(r) for r in found.requests]  # every field: lastmod, changefreq
     return requests, found.listed, dict(found.counters), dict(found.rejected), found.skipped
-
-
-def _unflatten_sitemap(flat: tuple) -> SitemapAnalysis:
-    requests, listed, counters, rejected, skipped = flat
-    found = [CrawlRequest(*r) for r in requests]
-    return SitemapAnalysis(found, listed, Counter(counters), Counter(rejected), skipped)
-
-
-_PAGE_FIELDS = tuple(f.name for f in fields(PageRecord))
-_page_values = attrgetter(*_PAGE_FIELDS)
-
-
-def _flatten(analysis: Analysis) -> tuple:
-    requests = [(r.url, r.depth, r.parent_url, r.host, r.fp) for r in analysis.requests]
-    page = _page_values(analysis.outcome.page)
-    outcome = analysis.outcome
-    return (page, outcome.redirect_to, requests, analysis.rejected,
-            analysis.canonical_elsewhere, analysis.edges, analysis.anchors,
-            analysis.skipped)  # fmt: skip
-
-
-def _unflatten(flat: tuple) -> Analysis:
-    page_values, redirect_to, requests, rejected, elsewhere, edges, anchors, skipped = flat
-    outcome = Outcome(PageRecord(*page_values), redirect_to=redirect_to)
-    requests = [CrawlRequest(*r) for r in requests]
-    return Analysis(outcome, requests, rejected, elsewhere, edges, anchors, skipped)
 
 
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
@@ -367,10 +291,10 @@ class AnalysisPool:
         """In a parser process when small (a process broken by it: on a thread)."""
         if self._started and len(result.body) <= SITEMAP_IN_PROCESS_MAX_BYTES:
             assert self._parsers is not None
-            item = _item(request, result)
+            item = page_item(request, result)
             with contextlib.suppress(ParserBroken):
                 flat = await self._parsers.submit(analyse_sitemap_limited, self._setup, item)
-                return _unflatten_sitemap(flat)
+                return unflatten_sitemap(flat)
         return await asyncio.to_thread(analyse_sitemap, self.analyser, request, result)
 
     def _submit(self) -> None:
@@ -381,7 +305,7 @@ class AnalysisPool:
         batch, self._waiting = self._waiting, []
         if not batch or self._parsers is None:
             return
-        items = [_item(request, result) for request, result, _ in batch]
+        items = [page_item(request, result) for request, result, _ in batch]
         done = self._parsers.submit(analyse_batch, self._setup, items)
         done.add_done_callback(partial(self._deliver, batch))
 
@@ -392,7 +316,7 @@ class AnalysisPool:
         if error is None:
             for (_, _, future), flat in zip(batch, finished.result(), strict=True):
                 if not future.done():
-                    future.set_result(_unflatten(flat))
+                    future.set_result(unflatten_analysis(flat))
             return
         if not isinstance(error, ParserBroken):
             for _, _, future in batch:  # a bug: delivered to the pages' tasks

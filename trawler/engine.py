@@ -58,6 +58,9 @@ log = logging.getLogger("trawler")
 
 
 class Crawler(Dispatcher, UrlFlow):
+    """One job's crawl: URLs leased from its frontier, fetched, analysed and committed
+    to its backend until done, stopped or the page budget is spent (module doc)."""
+
     def __init__(
         self,
         config: CrawlConfig,

@@ -1,7 +1,7 @@
 """A page analysed in a parser process gets the same Analysis as inline.
 
 The crawl sends pages to the parser processes and takes their analyses back in
-whatever shape is cheapest to move (analysis.py); the inline path
+whatever shape is cheapest to move (analysis_codec.py); the inline path
 (``--parse-processes 0``) builds the records directly. Every field must agree:
 the page row (title, text, hashes, canonical, robots meta, errors), the
 followable links as crawl requests, and the rejected links by reason. The pages:

@@ -27,7 +27,7 @@ from trawler.frontier.redis_keys import is_cluster_url
 
 CLOCK_SYNC_S = 30.0
 MAX_CONNECTIONS = 32  # per worker; tasks beyond it wait for a free connection
-# Far above the slowest script call (each does bounded work: redis.py's
+# Far above the slowest script call (each does bounded work: redis_codec.py's
 # SCRIPT_CHUNK, tens of ms) and above Redis's own busy-reply-threshold (5 s by
 # default), after which Redis answers BUSY, retried by the ServiceHealth. At
 # redis-py's 5 s default, a script slower than that was cut off and sent again

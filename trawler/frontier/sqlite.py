@@ -15,22 +15,14 @@ not answer only when neither has a host ready. Hosts not known to answer
 never answer held every slot of the crawl, and the healthy hosts got no
 request for minutes.
 
-Durability lives in the ``urls`` table (see store/sqlite.py): every
-discovered URL is a row, queued until its page is committed. Memory grows with
-hosts, not URLs: each host's queue is on disk with a small window in memory
-(disk_queue.py), and the seen set is a sorted array of fingerprints
-(seen.py). Leases are only in memory: after a crash the queued rows are read
-again, so in-flight URLs are fetched again (at-least-once fetching). A resume
-reads the per-host counts and a saved seen array, no URL: its time does not
-grow with the URLs queued.
-Politeness holds across the jobs of a process: each slot is tied to the host's
-``HostClaim`` in the process's host table (hosts.py). A host another job holds
-is left out of the heap until that job releases it; one that another job sent a
-request to since goes back into the heap under its later next-allowed time.
-Each host's politeness state and the robots.txt fetches are kept across a
-restart as well (restart_state.py says how, and why that is exact after kill -9).
-The ``persist_*`` methods run on the backend's writer thread inside the
-commit transaction; everything else runs on the event loop.
+What the frontier keeps in the data directory, and its writer-thread side
+(``load``, ``persist_*``), is sqlite_durable.py's ``DurableState``; the hosts it
+holds and their politeness state, shared with the process's other jobs through
+the host table (hosts.py), sqlite_holds.py's ``HeldHosts``. Both are parts of
+``SqliteFrontier``: their methods are its own. A host another job holds is left
+out of the heap until that job releases it; one that another job sent a request
+to since goes back into the heap under its later next-allowed time.
+Everything here runs on the event loop.
 """
 
 from __future__ import annotations
@@ -38,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 
@@ -47,9 +38,11 @@ from trawler.frontier.hosts import HostTable
 from trawler.frontier.importance import Importance
 from trawler.frontier.importance_store import KeptCash
 from trawler.frontier.restart_state import RestartState
-from trawler.frontier.seen import SAVE_EVERY, SeenSet, load_seen, remove_stale, save_seen
+from trawler.frontier.seen import SeenSet
+from trawler.frontier.sqlite_durable import DurableState
+from trawler.frontier.sqlite_holds import HeldHosts
 from trawler.politeness import HostClaim, HostSlot, PolitenessPolicy
-from trawler.records import CrawlRequest, RobotsFetch
+from trawler.records import CrawlRequest
 from trawler.recrawl_lanes import REVISIT, RevisitLanes
 
 # (next_allowed_at, sequence, host): the ready-heap order. With --priority importance
@@ -57,7 +50,9 @@ from trawler.recrawl_lanes import REVISIT, RevisitLanes
 ReadyEntry = tuple[float, float, str]
 
 
-class SqliteFrontier:
+class SqliteFrontier(DurableState, HeldHosts):
+    """The embedded frontier of one job (module doc)."""
+
     def __init__(
         self,
         policy: PolitenessPolicy,
@@ -92,77 +87,7 @@ class SqliteFrontier:
         self.importance = importance
         self._kept_cash = KeptCash(importance) if importance is not None else None
 
-    # -- durable side (writer thread) -------------------------------------------
-    def load(self, conn: sqlite3.Connection) -> None:
-        """Open the queues and the seen set on the database (start/resume); the host
-        slots first, so each host is scheduled at its restored time. Reads no queued URL."""
-        self._queues = DiskQueues(self.window)
-        hosts = self._queues.open(conn)
-        self.seen_rows_read = load_seen(conn, self._seen)
-        if self.seen_rows_read >= SAVE_EVERY:
-            with conn:
-                save_seen(conn, self._seen, force=True)
-        remove_stale(conn)
-        self._kept.load(conn, self._slot, self.policy, hosts)
-        if self._kept_cash is not None:  # before the hosts are ordered by it
-            self._kept_cash.load(conn)
-        self.share_hosts(self._hosts)  # the restored times, for the other jobs too
-        for host in hosts:
-            self._schedule(self._slot(host))
-
-    def restart_mark(self) -> tuple[int, int]:
-        """Taken on the loop as a batch is handed over: what its commit keeps."""
-        if self._kept_cash is not None:
-            self._kept_cash.mark()
-        return self._kept.mark()
-
-    def persist_hosts(self, conn: sqlite3.Connection, upto: tuple[int, int] | None = None) -> None:
-        """Host politeness and robots.txt state noted since the last commit, or up to the
-        batch's ``restart_mark()`` (restart_state.py), and the seen array when enough
-        was added to it."""
-        self._kept.persist(conn, upto)
-        if self._kept_cash is not None:
-            self._kept_cash.persist(conn)
-        save_seen(conn, self._seen)
-
-    def persist_stopped(self, conn: sqlite3.Connection) -> None:
-        """At close: with no host busy, every request is recorded: a resume needs no extra wait."""
-        if self.active_hosts == 0:
-            self._kept.persist_stopped(conn)
-
-    def persist_closing(self, conn: sqlite3.Connection) -> None:
-        """At close, the loop idle: save the seen array, so the next resume reads no URL."""
-        self._seen.merge()
-        with conn:
-            save_seen(conn, self._seen, force=True)
-            if self._kept_cash is not None:  # the cash credited since the last commit
-                self._kept_cash.mark()
-                self._kept_cash.persist(conn)
-        remove_stale(conn)
-        self._queues.close()
-
-    def persist_new(self, conn: sqlite3.Connection, requests: Sequence[CrawlRequest]) -> None:
-        self._queues.persist_new(conn, requests)
-
-    def persist_done(
-        self,
-        conn: sqlite3.Connection,
-        done: Sequence[tuple[CrawlRequest, bool]],
-        skipped: Sequence[tuple[CrawlRequest, str]],
-    ) -> None:
-        """Mark URLs done (or dead-lettered: retries spent) and skipped."""
-        self._queues.persist_done(conn, done, skipped)
-        if self._kept_cash is not None:
-            self._kept_cash.done(conn, [r.fp for r, _ in done] + [r.fp for r, _ in skipped])
-
     # -- scheduling (event loop) ------------------------------------------------
-    def share_hosts(self, table: HostTable) -> None:
-        """Take part in the process's host table (Services), before the first lease."""
-        self._hosts = table
-        for host, slot in self._slots.items():
-            slot.claim = claim = table.get(host)
-            HostTable.note(claim, slot.last_sent_at, slot.next_allowed_at)
-
     async def filter_new(self, requests: Sequence[CrawlRequest]) -> list[CrawlRequest]:
         fresh = self._seen.mark_new([request.fp for request in requests])
         return [request for request, new in zip(requests, fresh, strict=True) if new]
@@ -298,22 +223,6 @@ class SqliteFrontier:
             return self._untried
         return self._ready if responsive else self._silent
 
-    def record_sent(self, host: str, sent_at: float) -> None:
-        slot = self._slot(host)
-        self.policy.after_request(slot, sent_at)
-        self._note(slot)
-
-    def record_response(
-        self, host: str, status: int | None, error: str | None, retry_after_s: float | None
-    ) -> None:
-        slot = self._slot(host)
-        before = slot.next_allowed_at
-        self.policy.after_response(slot, status, error, retry_after_s, self.clock())
-        if slot.next_allowed_at < before:  # recovering (politeness.after_response)
-            assert slot.claim is not None
-            HostTable.sooner(slot.claim, slot.last_sent_at, slot.next_allowed_at)
-        self._note(slot)
-
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
         """Keep the lease, and queue the URL again after ``delay_s`` (its host is not delayed)."""
         asyncio.get_running_loop().call_later(delay_s, self._requeue, request)
@@ -332,38 +241,6 @@ class SqliteFrontier:
         self._schedule(self._slot(request.host))
         self._changed.set()
 
-    async def finish_host(self, host: str) -> None:
-        slot = self._slot(host)
-        slot.busy = False
-        claim = slot.claim
-        if claim is not None and claim.holder is self:
-            HostTable.release(claim)  # other jobs waiting for the host schedule it again
-        if host in self._unproven_leased:
-            self._unproven_leased.discard(host)
-            self._changed.set()  # a next() waiting for the cap may go on
-        self._schedule(slot)
-
-    async def acquire_host(self, host: str) -> None:
-        slot = self._slot(host)
-        claim = slot.claim
-        assert claim is not None
-        while slot.busy or claim.holder is not None:
-            await asyncio.sleep(0.05)
-        slot.busy = True
-        claim.holder = self
-        slot.in_heap_at = None  # its heap entry, if any, is now stale
-        self._caught_up(slot, claim)
-        await self.wait_host_ready(host)
-
-    def host_wait_s(self, host: str) -> float:
-        return self._slot(host).next_allowed_at - self.clock()
-
-    async def wait_host_ready(self, host: str) -> None:
-        slot = self._slot(host)
-        # Again after each sleep: live settings (set_policy) may have moved the time on.
-        while (delay := slot.next_allowed_at - self.clock()) > 0:
-            await asyncio.sleep(delay)
-
     def ack(self, count: int) -> None:
         self._queues.forget_done()
         self._leased -= count
@@ -376,30 +253,6 @@ class SqliteFrontier:
         self._note(slot)
         self._leased -= 1
         self._enqueue_one(request)
-
-    def set_crawl_delay(self, host: str, crawl_delay_s: float | None) -> None:
-        slot = self._slot(host)
-        self.policy.set_crawl_delay(slot, crawl_delay_s)
-        self._note(slot)
-
-    async def shared_robots(self, site: str, profile: str) -> RobotsFetch | None:
-        """One process: only what an earlier run kept (the gate caches the rest)."""
-        return self._kept.take_robots(site, profile)
-
-    async def share_robots(
-        self, site: str, profile: str, fetch: RobotsFetch, ttl_s: float, *, job_only: bool
-    ) -> None:
-        """Kept for the next run; the data directory holds one job, so job_only is moot."""
-        self._kept.note_robots(site, profile, fetch)
-
-    async def render_misses(self, host: str | None = None) -> dict[str, int]:
-        kept = self._kept.render_misses
-        hosts = kept if host is None else (host,)
-        return {name: kept[name] for name in hosts if kept.get(name)}
-
-    async def count_render_miss(self, host: str, added: bool) -> int:
-        """Kept in the data directory with the next commit (restart_state.py)."""
-        return self._kept.count_render_miss(host, added)
 
     # -- revisits (frontier/base.py ``Revisitable``) -----------------------------------
     def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
@@ -417,9 +270,6 @@ class SqliteFrontier:
 
     def revisits_done(self, urls: Sequence[str]) -> None:
         self._revisits.done(urls)
-
-    def drop_kept_robots(self) -> None:
-        self._kept.drop_robots()
 
     @property
     def revisits_pending(self) -> int:

@@ -26,7 +26,7 @@ _INSERT = (
 
 
 def edge_rows(job_id: str, page_id: int, edges: Sequence[Edge], clean: Any) -> list[tuple]:
-    """Rows of one page's edges; ``clean`` makes text storable (postgres._clean)."""
+    """Rows of one page's edges; ``clean`` makes text storable (pg_commit._clean)."""
     return [
         (job_id, page_id, position, clean(url), fp, clean(anchor), clean(rel), reason)
         for position, (url, fp, anchor, rel, reason) in enumerate(edges)

@@ -2,7 +2,7 @@
 embedded tables (store/versions.py) keyed by job, created by migration 8
 (pgschema_steps.py ``REVISITS``).
 
-Every write here runs inside the transaction of a commit batch (store/postgres.py
+Every write here runs inside the transaction of a commit batch (store/pg_commit.py
 ``store_outcomes(also=...)``), so a page's revisit state is seeded with its page row
 and a visit is recorded whole with its state: a kill at any moment leaves no visit
 without its state, nor a state moved on without its visit.
@@ -227,7 +227,7 @@ async def _put_state(cur: psycopg.AsyncCursor, job_id: str, state: RevisitState)
 
 def _storable(*values: object) -> tuple[object, ...]:
     """Text PostgreSQL takes: a header's undecodable bytes and NUL (a server's ETag may
-    have them) become U+FFFD, as in the page rows (store/postgres.py)."""
+    have them) become U+FFFD, as in the page rows (store/pg_commit.py)."""
     return tuple(safe_text(v) if isinstance(v, str) else v for v in values)
 
 

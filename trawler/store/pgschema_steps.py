@@ -246,7 +246,7 @@ ALTER TABLE pages ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
 CREATE INDEX pages_search ON pages USING gin (search_vector);
 """
 
-# Idempotent commits (issue 17, store/postgres.py ``store_batch``): each writer (one
+# Idempotent commits (issue 17, store/pg_commit.py ``store_batch``): each writer (one
 # worker's backend of a job) records its last commit's id in the commit's own
 # transaction, and a commit whose id is there already was applied: a retry after an
 # unknown outcome (the connection lost during COMMIT) writes nothing again. A writer
