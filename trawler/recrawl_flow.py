@@ -34,6 +34,7 @@ from trawler.records import CrawlRequest, FetchResult
 from trawler.recrawl import RevisitWindow
 from trawler.recrawl_lanes import REVISIT, revisit_request, state_of
 from trawler.recrawl_visit import CHANGED, REDIRECTED, RevisitOutcome, conditional_headers, judge
+from trawler.slowstop import end_task
 from trawler.store.base import DONE, RevisitBackend, UrlOutcome
 from trawler.tdmgate import TdmGate
 
@@ -96,8 +97,7 @@ class RevisitFlow:
 
     async def stop(self) -> None:
         if self._feeder is not None:
-            self._feeder.cancel()
-            await asyncio.gather(self._feeder, return_exceptions=True)
+            await end_task(self._feeder)  # a single cancel can be swallowed (slowstop.py)
 
     async def _feed(self, frontier: Revisitable) -> None:
         # The distributed backend feeds Redis's lanes itself (store/dist_revisits.py):

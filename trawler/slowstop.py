@@ -1,4 +1,13 @@
-"""Saying what a stop is waiting for when it takes too long.
+"""Stopping for sure: ending a background task, and saying what a stop is waiting
+for when it takes too long.
+
+``end_task`` cancels a task until it has ended. Once is not always enough: on Python
+3.11, ``asyncio.wait_for`` returns the awaited result instead of raising when the
+cancellation arrives as what it awaits completes (python/cpython#86296, fixed in 3.12
+by rewriting it on ``asyncio.timeout``). Clients wait that way inside — psycopg_pool
+for a free connection, our own waits for a wake-up — so a loop cancelled at such a
+moment simply goes on, and a stop awaiting it waits forever (a revisit feeder did,
+in a CI run).
 
 A stopped crawl or worker finishes its requests in flight (a few seconds at most)
 and commits them. If it is still running ``SLOW_STOP_S`` later, something it awaits
@@ -22,7 +31,19 @@ from typing import Any
 log = logging.getLogger("trawler")
 
 SLOW_STOP_S = 15.0
+RECANCEL_S = 0.2  # how long a cancelled task has to end before it is cancelled again
 BLOCKED_LOOP_S = 20.0  # > SLOW_STOP_S: the warning, when the loop runs, cancels the dump
+
+
+async def end_task(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling it again each
+    ``RECANCEL_S`` while a cancellation was swallowed. What it ended with is logged
+    (debug), never raised: the caller is stopping it."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL_S)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.debug("%s ended with %r", task.get_name(), exc)
 
 
 def watch_stop(after_s: float = SLOW_STOP_S) -> asyncio.Task[None]:

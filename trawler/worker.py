@@ -54,6 +54,7 @@ from trawler.recrawl_flow import RevisitOptions
 from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
 from trawler.services import Services
+from trawler.slowstop import end_task
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.pg_passes import RevisitPass
 from trawler.store.postgres import PostgresStore
@@ -327,14 +328,12 @@ class Worker:
     async def stop_heartbeat(self, beating: asyncio.Task[None]) -> None:
         """End the beat. Cancelling alone is not enough: a client may turn the
         cancellation of a beat in flight into an ordinary error (redis-py: "Timeout
-        connecting to server"), which the loop logs and goes on from; the
-        ``done`` event ends the loop whatever happens to the cancellation."""
+        connecting to server"), which the loop logs and goes on from, or swallow it
+        (slowstop.py); the ``done`` event ends the loop whatever happens to the
+        cancellation, and ``end_task`` cancels again until it has ended."""
         self._beat_done.set()
         self._beat_now.set()
-        beating.cancel()
-        await asyncio.wait({beating})
-        if not beating.cancelled() and (exc := beating.exception()) is not None:
-            log.debug("heartbeat ended with %s", exc)
+        await end_task(beating)
 
     async def _heartbeat(self, registry: WorkerRegistry, done: asyncio.Event) -> None:
         """Tell `trawler workers` this worker is alive, every second of its life."""

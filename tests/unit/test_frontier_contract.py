@@ -368,14 +368,14 @@ class TestRedisFrontier(FrontierContract):
         in_flight: dict[str, str] = {}
         sent_at: dict[str, list[float]] = {}
         handed: Counter[str] = Counter()
-        by_worker: Counter[str] = Counter()
+        hosts_of: dict[str, set[str]] = {"w0": set(), "w1": set()}
 
         async def task(h: Harness, name: str) -> None:
             while (r := await h.frontier.next()) is not None:
                 assert r.host not in in_flight, f"{r.host} held by {in_flight.get(r.host)}"
                 in_flight[r.host] = name
                 handed[r.url] += 1
-                by_worker[name[:2]] += 1
+                hosts_of[name[:2]].add(r.host)
                 await h.frontier.wait_host_ready(r.host)
                 now = time.monotonic()
                 sent_at.setdefault(r.host, []).append(now)
@@ -389,7 +389,10 @@ class TestRedisFrontier(FrontierContract):
         tasks = [task(h, f"w{i}t{t}") for i, h in enumerate(workers) for t in range(3)]
         await asyncio.wait_for(asyncio.gather(*tasks), 30)
         assert len(handed) == 64 and set(handed.values()) == {1}
-        assert min(by_worker["w0"], by_worker["w1"]) >= 10, by_worker
+        # Both took part, on the same hosts: a host is not tied to the worker that
+        # queued it. How many URLs each takes is the scheduler's luck (9 of 64 for one,
+        # in a CI run): a task that finds every host held waits out max_wait_s.
+        assert hosts_of["w0"] & hosts_of["w1"], hosts_of
         for times in sent_at.values():
             gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
             assert min(gaps) >= delay_s - TOLERANCE_S

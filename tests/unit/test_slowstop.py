@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 import pytest
 
-from trawler.slowstop import watch_stop, where
+from trawler.slowstop import end_task, watch_stop, where
 
 
 async def _stuck_in_commit(event: asyncio.Event) -> None:
@@ -48,3 +49,97 @@ def test_a_stop_done_in_time_says_nothing(caplog: pytest.LogCaptureFixture) -> N
     with caplog.at_level(logging.WARNING, logger="trawler"):
         asyncio.run(main())
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def _feed_waiting_for_a_connection(ready: asyncio.Event) -> None:
+    """A feeder parked as psycopg_pool parks a client waiting for a free connection:
+    in ``asyncio.wait_for`` on an event."""
+    while True:
+        await asyncio.wait_for(ready.wait(), 10)
+        ready.clear()
+        await asyncio.sleep(0.25)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="wait_for rewritten in 3.12")
+def test_one_cancel_can_be_swallowed_on_3_11() -> None:
+    """The premise of end_task: a single cancel arriving as the awaited event is set
+    does not end the task (python/cpython#86296)."""
+
+    async def main() -> bool:
+        ready = asyncio.Event()
+        task = asyncio.create_task(_feed_waiting_for_a_connection(ready))
+        await asyncio.sleep(0.01)
+        ready.set()
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+        ended = task.done()
+        await end_task(task)
+        return ended
+
+    assert asyncio.run(main()) is False
+
+
+def test_end_task_ends_a_task_that_swallowed_a_cancel() -> None:
+    async def main() -> asyncio.Task[None]:
+        ready = asyncio.Event()
+        task = asyncio.create_task(_feed_waiting_for_a_connection(ready))
+        await asyncio.sleep(0.01)
+        ready.set()
+        async with asyncio.timeout(5):
+            await end_task(task)
+        return task
+
+    assert asyncio.run(main()).cancelled()
+
+
+def test_end_task_logs_what_a_failed_task_ended_with(caplog: pytest.LogCaptureFixture) -> None:
+    async def fail() -> None:
+        raise ValueError("broken")
+
+    async def main() -> None:
+        task = asyncio.create_task(fail(), name="feeder")
+        await asyncio.sleep(0)
+        await end_task(task)
+
+    with caplog.at_level(logging.DEBUG, logger="trawler"):
+        asyncio.run(main())
+    assert "feeder ended with ValueError('broken')" in caplog.text
+
+
+class _Frontier:
+    def set_revisit_mode(self, continuous: bool, discovery: bool) -> None:
+        pass
+
+
+class _SwallowingBackend:
+    """Distributed-like: feeds the frontier itself, waiting as psycopg_pool waits."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+
+    async def open_revisits(self, window: object) -> None:
+        pass
+
+    async def feed_revisits(self, frontier: object) -> None:
+        await _feed_waiting_for_a_connection(self.ready)
+
+
+def test_revisit_flow_stops_although_its_feeder_swallowed_the_cancel() -> None:
+    """CI, distributed: a worker's stop waited forever in RevisitFlow.stop for a
+    feeder that had swallowed its cancellation (still stopping after 15 s)."""
+    from collections import Counter
+    from typing import Any
+
+    from trawler.recrawl_flow import RevisitFlow, RevisitOptions
+
+    async def main() -> None:
+        backend = _SwallowingBackend()
+        discovery: Any = None
+        flow = RevisitFlow(RevisitOptions(continuous=True), backend, discovery, Counter())  # type: ignore[arg-type]
+        await flow.start(_Frontier())  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        backend.ready.set()  # a connection comes free as the stop begins
+        async with asyncio.timeout(5):
+            await flow.stop()
+
+    asyncio.run(main())

@@ -93,6 +93,7 @@ from trawler.frontier.redis_upkeep import FrontierUpkeep
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
+from trawler.slowstop import end_task
 
 T = TypeVar("T")
 
@@ -176,9 +177,7 @@ class RedisFrontier(HeldHosts, BucketSweep, FrontierUpkeep):
             # which _keep_alive takes for a passing one and goes on from; aclose then
             # waited for it forever (a worker that never exited, 1 run in ~20).
             self._keeper_done.set()
-            self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
+            await end_task(self._keeper)
             self._keeper = None
         await self.redis.aclose()
 
