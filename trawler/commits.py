@@ -12,9 +12,9 @@ go on fetching meanwhile.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
+from trawler.slowstop import wait_event
 from trawler.store.base import Backend, CommitBatch, UrlOutcome
 
 # 0.5 s and 5,000 rows cut the writer's CPU a page by 13 % in bench/bench_commit.py,
@@ -56,8 +56,7 @@ class Commits:
 
     async def wanted(self) -> None:
         """Until a commit is wanted or the interval has passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wanted.wait(), COMMIT_INTERVAL_S)
+        await wait_event(self._wanted, COMMIT_INTERVAL_S)
         self._wanted.clear()
 
     async def commit(self) -> int:

@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from trawler.slowstop import wait_event
+
 T = TypeVar("T")
 
 log = logging.getLogger("trawler")
@@ -136,8 +138,7 @@ class ServiceHealth:
     async def _back_off(self, attempt: int) -> None:
         delay_s = min(self.cap_s, self.base_s * 2**attempt) * self._rng.uniform(0.5, 1.0)
         if not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
+            await wait_event(self._stopping, delay_s)
         if self._stopping.is_set():
             raise OutageAbandoned(f"{self.name} at {self.address} is down and the worker stops")
 

@@ -46,6 +46,16 @@ async def end_task(task: asyncio.Task[Any]) -> None:
         log.debug("%s ended with %r", task.get_name(), exc)
 
 
+async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Until ``event`` is set or ``timeout_s`` has passed. On ``asyncio.timeout``, not
+    ``wait_for``: a cancellation arriving as the event is set is not lost."""
+    if event.is_set():
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+
+
 def watch_stop(after_s: float = SLOW_STOP_S) -> asyncio.Task[None]:
     """Start watching a stop that has just begun; cancel the task once it is done."""
     with contextlib.suppress(ValueError, RuntimeError, OSError):  # no usable stderr

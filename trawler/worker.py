@@ -54,7 +54,7 @@ from trawler.recrawl_flow import RevisitOptions
 from trawler.scope import Scope, TrapRules
 from trawler.seeds import SeedSpool
 from trawler.services import Services
-from trawler.slowstop import end_task
+from trawler.slowstop import end_task, wait_event
 from trawler.store.distributed import DistributedBackend, repair_dead_workers_warc
 from trawler.store.pg_passes import RevisitPass
 from trawler.store.postgres import PostgresStore
@@ -342,8 +342,7 @@ class Worker:
                 await registry.heartbeat(self.options.worker_id, *self._beat())
             except Exception as exc:
                 log.debug("heartbeat failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat_now.wait(), HEARTBEAT_S)
+            await wait_event(self._beat_now, HEARTBEAT_S)
             self._beat_now.clear()
 
     def _beat(self) -> tuple[str, str | None, int, str | None, float]:

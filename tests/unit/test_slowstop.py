@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from trawler.slowstop import end_task, watch_stop, where
+from trawler.slowstop import end_task, wait_event, watch_stop, where
 
 
 async def _stuck_in_commit(event: asyncio.Event) -> None:
@@ -143,3 +143,42 @@ def test_revisit_flow_stops_although_its_feeder_swallowed_the_cancel() -> None:
             await flow.stop()
 
     asyncio.run(main())
+
+
+def test_wait_event_keeps_a_cancel_that_arrives_as_the_event_is_set() -> None:
+    """The same moment as test_one_cancel_can_be_swallowed_on_3_11: one cancel ends it."""
+
+    async def loop(ready: asyncio.Event) -> None:
+        while True:
+            await wait_event(ready, 10)
+            ready.clear()
+            await asyncio.sleep(0.25)
+
+    async def main() -> bool:
+        ready = asyncio.Event()
+        task = asyncio.create_task(loop(ready))
+        await asyncio.sleep(0.01)
+        ready.set()
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+        ended = task.done()
+        await end_task(task)
+        return ended
+
+    assert asyncio.run(main()) is True
+
+
+def test_wait_event_returns_when_set_or_timed_out() -> None:
+    async def main() -> tuple[float, float]:
+        event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await wait_event(event, 0.05)
+        timed_out = loop.time() - started
+        loop.call_later(0.01, event.set)
+        started = loop.time()
+        await wait_event(event, 10)
+        return timed_out, loop.time() - started
+
+    timed_out, set_after = asyncio.run(main())
+    assert 0.04 <= timed_out < 1 and set_after < 1

@@ -62,7 +62,6 @@ hand_back), and what the job's workers share (robots.txt, render misses).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -93,7 +92,7 @@ from trawler.frontier.redis_upkeep import FrontierUpkeep
 from trawler.outage import OutageAbandoned, ServiceHealth, guarded
 from trawler.politeness import HostSlot, PolitenessPolicy
 from trawler.records import CrawlRequest, RobotsFetch
-from trawler.slowstop import end_task
+from trawler.slowstop import end_task, wait_event
 
 T = TypeVar("T")
 
@@ -282,8 +281,7 @@ class RedisFrontier(HeldHosts, BucketSweep, FrontierUpkeep):
 
     async def _wait_wake(self, wait_s: float) -> None:
         if wait_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait_s)
+            await wait_event(self._wake, wait_s)
 
     async def retry_later(self, request: CrawlRequest, delay_s: float) -> None:
         """Queue the URL again after ``delay_s`` (its host is not delayed).

@@ -15,13 +15,13 @@ state declared below; its methods are the frontier's own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from trawler.frontier.redis_codec import lease_key, ms
 from trawler.frontier.redis_conn import transient_redis_error
+from trawler.slowstop import wait_event
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -124,10 +124,7 @@ class FrontierUpkeep:
         renew_every_s = self.options.lease_timeout_s / 3
         last_renew = time.monotonic()
         while not self._keeper_done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._keeper_done.wait(), min(STATS_REFRESH_S, renew_every_s)
-                )
+            await wait_event(self._keeper_done, min(STATS_REFRESH_S, renew_every_s))
             if self._keeper_done.is_set():
                 return
             try:
