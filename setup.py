@@ -12,6 +12,7 @@ setup(
         Extension(
             "trawler._fingerprint",
             sources=["trawler/_fingerprint.c", "trawler/_simhash_near.c"],
+            depends=["trawler/_growable.h"],
             libraries=["z"],
             optional=True,
         )

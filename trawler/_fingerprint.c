@@ -28,6 +28,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "_growable.h"
+
 #define MAX_SHINGLE_WORDS 8
 #define SKETCH_SIZE 64
 
@@ -62,16 +64,11 @@ typedef struct {
 
 static int crcs_push(Crcs *crcs, uint32_t value)
 {
-    if (crcs->count == crcs->capacity) {
-        size_t capacity = crcs->capacity ? 2 * crcs->capacity : 256;
-        uint32_t *items = PyMem_Realloc(crcs->items, capacity * sizeof *items);
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        crcs->items = items;
-        crcs->capacity = capacity;
-    }
+    uint32_t *items = grown_for_one(crcs->items, crcs->count, &crcs->capacity,
+                                    sizeof *items, 256);
+    if (items == NULL)
+        return -1;
+    crcs->items = items;
     crcs->items[crcs->count++] = value;
     return 0;
 }

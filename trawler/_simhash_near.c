@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "_growable.h"
+
 #define MAX_BLOCKS 16
 #define MAX_BLOCK_BITS 16
 #define PREFETCH_AHEAD 8
@@ -54,16 +56,11 @@ typedef struct {
 
 static int hits_push(Hits *hits, int distance, uint64_t position)
 {
-    if (hits->count == hits->capacity) {
-        size_t capacity = hits->capacity ? 2 * hits->capacity : 64;
-        uint64_t *items = PyMem_Realloc(hits->items, capacity * sizeof *items);
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        hits->items = items;
-        hits->capacity = capacity;
-    }
+    uint64_t *items = grown_for_one(hits->items, hits->count, &hits->capacity,
+                                    sizeof *items, 64);
+    if (items == NULL)
+        return -1;
+    hits->items = items;
     hits->items[hits->count++] = (uint64_t)distance << 32 | position;
     return 0;
 }
