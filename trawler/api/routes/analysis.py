@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from trawler.api.deps import NoCrawlData, Service
 from trawler.api.jobspec import invalid_query
 from trawler.api.routes.jobs import NOT_FOUND
-from trawler.api.schemas import HostList, HostReport, HostRow, UrlReport
+from trawler.api.schemas_reports import HostList, HostReport, HostRow, UrlReport
 from trawler.jobs.model import UnknownJob
 from trawler.urls import normalise
 
