@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -60,14 +62,20 @@ async def _feed_waiting_for_a_connection(ready: asyncio.Event) -> None:
         await asyncio.sleep(0.25)
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="wait_for rewritten in 3.12")
-def test_one_cancel_can_be_swallowed_on_3_11() -> None:
-    """The premise of end_task: a single cancel arriving as the awaited event is set
-    does not end the task (python/cpython#86296)."""
+async def _loop_on_wait_event(ready: asyncio.Event) -> None:
+    """The same loop waiting through ``wait_event``."""
+    while True:
+        await wait_event(ready, 10)
+        ready.clear()
+        await asyncio.sleep(0.25)
+
+
+def _ended_by_one_cancel(loop: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> bool:
+    """Whether ``loop`` ends on one cancel arriving as the event it waits on is set."""
 
     async def main() -> bool:
         ready = asyncio.Event()
-        task = asyncio.create_task(_feed_waiting_for_a_connection(ready))
+        task = asyncio.create_task(loop(ready))
         await asyncio.sleep(0.01)
         ready.set()
         task.cancel()
@@ -76,7 +84,14 @@ def test_one_cancel_can_be_swallowed_on_3_11() -> None:
         await end_task(task)
         return ended
 
-    assert asyncio.run(main()) is False
+    return asyncio.run(main())
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="wait_for rewritten in 3.12")
+def test_one_cancel_can_be_swallowed_on_3_11() -> None:
+    """The premise of end_task: a single cancel arriving as the awaited event is set
+    does not end the task (python/cpython#86296)."""
+    assert _ended_by_one_cancel(_feed_waiting_for_a_connection) is False
 
 
 def test_end_task_ends_a_task_that_swallowed_a_cancel() -> None:
@@ -128,7 +143,6 @@ def test_revisit_flow_stops_although_its_feeder_swallowed_the_cancel() -> None:
     """CI, distributed: a worker's stop waited forever in RevisitFlow.stop for a
     feeder that had swallowed its cancellation (still stopping after 15 s)."""
     from collections import Counter
-    from typing import Any
 
     from trawler.recrawl_flow import RevisitFlow, RevisitOptions
 
@@ -147,25 +161,7 @@ def test_revisit_flow_stops_although_its_feeder_swallowed_the_cancel() -> None:
 
 def test_wait_event_keeps_a_cancel_that_arrives_as_the_event_is_set() -> None:
     """The same moment as test_one_cancel_can_be_swallowed_on_3_11: one cancel ends it."""
-
-    async def loop(ready: asyncio.Event) -> None:
-        while True:
-            await wait_event(ready, 10)
-            ready.clear()
-            await asyncio.sleep(0.25)
-
-    async def main() -> bool:
-        ready = asyncio.Event()
-        task = asyncio.create_task(loop(ready))
-        await asyncio.sleep(0.01)
-        ready.set()
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.5)
-        ended = task.done()
-        await end_task(task)
-        return ended
-
-    assert asyncio.run(main()) is True
+    assert _ended_by_one_cancel(_loop_on_wait_event) is True
 
 
 def test_wait_event_returns_when_set_or_timed_out() -> None:
