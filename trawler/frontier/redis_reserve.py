@@ -23,7 +23,7 @@ or retry, and a sweep that finds nothing gives the place back at once. A dead
 worker's places expire with its leases: renewed with them, and for as long plus
 ``RESERVE_MARGIN_MS``, so that a place never ends before its lease (the two are
 set on different shards, a few ms apart, by clocks that may differ a little).
-The lease clock (redis_scripts.PRELUDE) pushes the places back through an outage
+The lease clock (redis_prelude.PRELUDE) pushes the places back through an outage
 as it does the leases.
 """
 
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from trawler.frontier.redis_budget import BUDGET_LIB, PAGES
 from trawler.frontier.redis_codec import ms
-from trawler.frontier.redis_scripts import PRELUDE
+from trawler.frontier.redis_prelude import PRELUDE
 
 if TYPE_CHECKING:
     from trawler.frontier.redis import RedisFrontier

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 MARK = b"\x01"  # never the first byte of a URL entry (redis_codec.py)
 REVISIT_SALT = 0x5245_5649_5349_5421  # "REVISIT!"
 
-# Lua, appended to redis_scripts.PRELUDE (it uses pop): NEXT's choice between a
+# Lua, appended to redis_prelude.PRELUDE (it uses pop): NEXT's choice between a
 # host's new URLs and its revisits.
 TAKE_LIB = """
 -- The entry this turn of the host goes to: payload, depth, is a revisit; nil if none.
