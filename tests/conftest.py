@@ -39,8 +39,20 @@ def redis_server() -> Iterator[RedisServer]:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
+    """The session's redis-server, emptied for each test. What a job keeps per host
+    is shared with every later job by design (robots.txt answers, politeness): a
+    later test whose server got the same address and port inherited an earlier
+    test's robots.txt (404: allow all) and fetched a disallowed page (CI,
+    test_rules.py::test_meta_robots_and_x_robots_tag[distributed])."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        client.flushall()
+    finally:
+        client.close()
     return redis_server.url
 
 

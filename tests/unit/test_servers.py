@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 import redis
 
 from tests.servers import PostgresServer, RedisServer, start_redis
@@ -35,6 +36,16 @@ def test_redis_set_get_and_aof_survives_restart(redis_server: RedisServer, redis
     assert client.get("trawler:test:key") == b"value"
     assert client.config_get("appendonly") == {"appendonly": "yes"}
     client.delete("trawler:test:key")
+
+
+def test_each_test_gets_an_empty_redis(
+    redis_server: RedisServer, request: pytest.FixtureRequest
+) -> None:
+    """Keys an earlier test left (a host's robots.txt answer, its politeness) are gone."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.set("trawler:host:127.0.9.1:35253", "left by an earlier test")
+    url = request.getfixturevalue("redis_url")
+    assert redis.Redis.from_url(url).dbsize() == 0
 
 
 def test_redis_kill_keeps_writes_older_than_the_fsync_interval(tmp_path: Path) -> None:
