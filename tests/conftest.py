@@ -56,6 +56,22 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
+@pytest.fixture(scope="module")
+def module_redis_url() -> Iterator[str]:
+    """A redis-server of the module's own, for module-scoped deployments: the
+    session's is emptied before every test (``redis_url``), which would wipe a
+    crawl or a serve that lives across the module's tests."""
+    tmp = tempfile.mkdtemp(prefix="trawler-redis-module-")
+    try:
+        server = start_redis(tmp)
+    except ServerUnavailable as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        unavailable("redis-server", exc)
+    yield server.url
+    server.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _postgres_or_skip() -> PostgresServer:
     try:
         return start_postgres()

@@ -146,13 +146,21 @@ class DistributedCrawls:
                 worker.wait(10)
 
 
+def redis_url_for(request: pytest.FixtureRequest) -> str:
+    """The Redis a fixture of ``request``'s scope may use: the session's, emptied for
+    each test, or for a module-scoped fixture a redis-server of the module's own
+    (tests/conftest.py)."""
+    name = "redis_url" if request.scope == "function" else "module_redis_url"
+    return str(request.getfixturevalue(name))
+
+
 def open_backend(request: pytest.FixtureRequest, name: str, tmp: Path) -> CrawlBackend:
     """The backend ``name``; distributed: the session's redis-server, a fresh database."""
     if name == "embedded":
         return EmbeddedCrawls(tmp)
     import uuid
 
-    redis_url = request.getfixturevalue("redis_url")
+    redis_url = redis_url_for(request)
     postgres = request.getfixturevalue("postgres_server")
     database = postgres.create_database(f"t_{uuid.uuid4().hex[:12]}")
     return DistributedCrawls(tmp, redis_url, database)

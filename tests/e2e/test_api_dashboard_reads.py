@@ -78,7 +78,7 @@ def served(
     if request.param == "embedded":
         serve = start_serve(tmp / "data", tmp / "serve.log", "--allow-private")
     else:
-        redis_url = request.getfixturevalue("redis_url")
+        redis_url = request.getfixturevalue("module_redis_url")
         postgres: PostgresServer = request.getfixturevalue("postgres_server")
         postgres_url = postgres.create_database(f"t_dash_{time.time_ns()}")
         serve = start_dist_serve(tmp, redis_url, postgres_url)
