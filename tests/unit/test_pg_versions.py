@@ -21,8 +21,10 @@ from trawler.recrawl_visit import RevisitOutcome, judge
 from trawler.revisit_policy import (
     OPTIMAL,
     PROPORTIONAL,
+    RATE_LOG_STEP,
     plan_schedule,
     priced_schedule,
+    rate_class,
     rate_groups,
 )
 from trawler.store import pg_versions as pv
@@ -224,8 +226,8 @@ async def test_a_visit_postgresql_refuses_puts_its_page_off(
 
 async def test_the_rates_are_grouped_in_postgresql_as_in_python(store: PostgresStore) -> None:
     """pv.job_rate_groups, one query, groups as revisit_policy.rate_groups: rates
-    3 % apart together (equal ones exactly, others by their mean; pages of rate 0
-    apart), a few hundred groups for many distinct rates; the same price."""
+    in classes 3 % apart (``rate_class``; pages of rate 0 apart), a few hundred for
+    many distinct rates; the same price."""
     job = await store.create_job(CONFIG)
     rng = random.Random(5)
     few = [0.0, 0.0, 1e-3, 1e-3, 1.001e-3, 0.5]
@@ -249,6 +251,6 @@ async def test_the_rates_are_grouped_in_postgresql_as_in_python(store: PostgresS
         assert priced_schedule(grouped, bounds).price == pytest.approx(
             plan_schedule(rates, bounds).price, rel=1e-6
         )
-    mean = pytest.approx((2e-3 + 1.001e-3) / 3)
-    assert sorted(rate_groups(few)) == [(0.0, 2), (mean, 3), (0.5, 1)]
+    assert sorted(rate_groups(few)) == [(0.0, 2), (rate_class(1e-3), 3), (rate_class(0.5), 1)]
+    assert rate_class(1e-3) == pytest.approx(1e-3, rel=RATE_LOG_STEP / 2)
     assert len(grouped) < 500

@@ -15,6 +15,7 @@ already, changes nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -184,12 +185,15 @@ async def _add_visit(cur: psycopg.AsyncCursor, job_id: str, outcome: RevisitOutc
 
 
 # revisit_policy.rate_groups in one query, one pass over the job's rows: a few hundred
-# groups come back, not a row a page (a worker read every page's rate, ~0.5 s and tens
-# of MB a million pages, at each pricing). The CASE keeps ln() from a rate of 0.
+# classes come back, not a row a page (a worker read every page's rate, ~0.5 s and
+# tens of MB a million pages, at each pricing). The class is the exponent k of
+# revisit_policy.rate_class (e^(k·step)), made a float in Python; NULL: rate 0 (the
+# CASE keeps ln() from it). PostgreSQL rounds halves away from zero, Python to even: a
+# rate exactly between two classes may land in either, which moves its page's
+# interval by at most the 3 % between them.
 _RATE_GROUPS = """
-SELECT CASE WHEN min(rate) = max(rate) THEN min(rate) ELSE avg(rate) END, count(*)
-FROM (SELECT greatest(rate_per_s, 0) AS rate FROM revisit_state WHERE job_id = %s) r
-GROUP BY CASE WHEN rate = 0 THEN NULL ELSE round(ln(rate) / %s) END
+SELECT CASE WHEN rate_per_s <= 0 THEN NULL ELSE round(ln(rate_per_s) / %s) END, count(*)
+FROM revisit_state WHERE job_id = %s GROUP BY 1
 """
 
 
@@ -197,8 +201,11 @@ async def job_rate_groups(conn: psycopg.AsyncConnection, job_id: str) -> list[tu
     """The job's pages' change rates as (rate, pages), grouped as ``rate_groups``
     groups them, to price its revisit schedule (revisit_policy.py)."""
     async with conn.cursor() as cur:
-        await cur.execute(_RATE_GROUPS, (job_id, RATE_LOG_STEP))
-        return [(float(rate), int(n)) for rate, n in await cur.fetchall()]
+        await cur.execute(_RATE_GROUPS, (RATE_LOG_STEP, job_id))
+        return [
+            (0.0 if k is None else math.exp(float(k) * RATE_LOG_STEP), int(n))
+            for k, n in await cur.fetchall()
+        ]
 
 
 async def _rate(cur: psycopg.AsyncCursor, job_id: str, state: RevisitState) -> float:
