@@ -85,6 +85,21 @@ def test_equal_on_long_texts_and_long_words() -> None:
     assert len(distinct_shingle_hashes(words(text), 3)) > 1 << 16
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "same " * 3_000,  # one shingle, 2,998 times: every hash equal
+        "a b c d " * 800,  # four shingles, many times each
+        " ".join(f"w{n % 97} w{n % 89}" for n in range(4_000)),  # many repeats, unordered
+        " ".join(f"w{n:05d}" for n in range(600)),  # words in order
+    ],
+)
+def test_equal_on_texts_of_repeated_shingles(text: str) -> None:
+    """The C sort (an introsort, no qsort) on runs of equal and of ordered hashes."""
+    for shingle_words in (1, 3):
+        assert native_fingerprints(text, shingle_words) == reference(text, shingle_words)
+
+
 def test_short_and_empty_texts() -> None:
     for text in ("", "!!! ...", "one", "one two", "éé", "\ud800", "a\udfffb c"):
         for shingle_words in (1, 3, 8):
