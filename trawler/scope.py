@@ -178,8 +178,11 @@ class TrapRules:
     """Reject URLs that look like crawler traps; ``reject_reason`` says why."""
 
     def __init__(self, limits: TrapLimits | None = None, today: date | None = None) -> None:
-        self.limits = limits or TrapLimits()
+        self.limits = limits = limits or TrapLimits()
         self._year = (today or date.today()).year
+        # A path of at most this many "/" has no more segments than either limit
+        # allows, so neither a too deep nor a repeating one (reject_reason's short way).
+        self._few_slashes = min(limits.max_path_depth, limits.max_repeated_segments)
 
     def __eq__(self, other: object) -> bool:
         """Rules that give every URL the same verdict."""
@@ -199,6 +202,9 @@ class TrapRules:
         slash = after_scheme.find("/")
         path_and_query = after_scheme[slash:] if slash >= 0 else ""
         path, _, query = path_and_query.partition("?")
+        if not query and ";" not in path and path.count("/") <= self._few_slashes:
+            # Most links: no parameters, few segments; only the calendar is left to ask.
+            return "calendar" if self._is_far_calendar(path) else None
         segments = [s for s in path.split("/") if s]
         if len(segments) > limits.max_path_depth:
             return "path_too_deep"
