@@ -57,6 +57,7 @@ from trawler.analysis_codec import (
 )
 from trawler.config import CrawlConfig
 from trawler.graph import page_edges
+from trawler.heap import keep_heap_top
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import HTML_TYPES, page_outcome, sniffed_type
 from trawler.parserpipe import ParserBroken
@@ -252,6 +253,8 @@ class AnalysisPool:
         self._parsers: ParserProcesses | None = None
         if processes > 0:
             self._parsers = shared if shared is not None else ParserProcesses(processes)
+        else:
+            keep_heap_top()  # the pages are parsed in this process (heap.py)
         self._setup: SetupRef = ("", "")
         self._started = False  # the processes have this job's setup
         self._waiting: list[Waiting] = []

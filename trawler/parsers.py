@@ -34,6 +34,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from trawler.heap import keep_heap_top
 from trawler.parserpipe import ParserPipe, serve
 
 log = logging.getLogger("trawler")
@@ -155,8 +156,10 @@ def new_pool(processes: int) -> ProcessPoolExecutor:
 def start_process(parent_pid: int) -> None:
     """Pool process start-up: leave when the crawler dies (kill -9 included), instead
     of waiting forever on a queue nobody will write to. Ctrl-C is the parent's to
-    handle: it stops the crawl, which shuts the pool down."""
+    handle: it stops the crawl, which shuts the pool down. And the C heap's top kept
+    (heap.py): the pages' parse trees come and go there."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_heap_top()
 
     def watch() -> None:
         while os.getppid() == parent_pid:
