@@ -15,7 +15,13 @@ from tests.e2e.browser import (
     open_dashboard,
 )
 from tests.e2e.conftest import start_testsite
-from tests.e2e.serve_dist import create_job, start_dist_serve, start_workers, stop_all
+from tests.e2e.serve_dist import (
+    create_job,
+    start_dist_serve,
+    start_workers,
+    stop_all,
+    wait_until,
+)
 from tests.servers import start_redis
 
 STALE_WAIT_MS = 40_000  # the registry calls a worker gone after 10 s without a beat
@@ -46,6 +52,15 @@ def test_the_dashboard_over_the_distributed_backend(
         expect(page.locator("tr[data-worker-id=w0]")).to_have_attribute("data-stale", "false")
         page.click('nav a[href="#/jobs"]')
         expect(page.locator(f"tr[data-job-id='{job_id}']")).to_be_visible(timeout=WAIT_MS)
+        # The search below is asked once: wait until the index has a page to find
+        # (CI, a loaded machine: the dashboard searched before any commit, 0 pages).
+        with serve.client() as client:
+
+            def indexed() -> bool:
+                answer = client.get("/api/v1/search", params={"q": "host", "job": job_id})
+                return answer.status_code == 200 and answer.json()["total"] > 0
+
+            wait_until(indexed, WAIT_MS / 1000, "a page in the full-text index")
         page.click('nav a[href="#/search"]')
         page.fill("#search-q", "host")  # in every title of the test site ("Host 0 …")
         page.press("#search-q", "Enter")  # PostgreSQL's full-text index (issue 17)
