@@ -13,10 +13,10 @@ page of zeroed memory touched. bench/bench_parsepool.py, 100 hosts: 351-379 CPU 
 a page in the parser process, 255-290 with 4-64 MiB kept (bench/RESULTS.md, "Issue
 14, session 37"). ``M_TOP_PAD`` makes every growth of the heap ``HEAP_TOP_PAD``
 bigger than asked and every trim leave that much: a page's blocks then come and go
-inside it. The crawl benchmark's parser process, with another past, made ~0.3
-``brk`` calls a page (bench/bench_engine.py under strace) and its CPU did not
-change (2,000 hosts, three runs each): kept for the processes whose past makes
-them churn, at no cost seen.
+inside it. A crawl's parser process, with another past, made 0.02 and 0.33
+``brk`` calls a page in two runs (bench/bench_engine.py under strace, 7,425 pages),
+and on the 2,000-host benchmark its CPU did not change (three runs each): kept for
+the processes whose past makes them churn, at no cost seen.
 
 What it costs: up to ``HEAP_TOP_PAD`` of memory the process keeps instead of giving
 it back, resident only where a page touched it. Setting it also ends glibc's moving
