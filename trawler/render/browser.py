@@ -152,14 +152,16 @@ class BrowserPool:
         old, self._browser = self._browser, None
         if old is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(old.close(), _CLOSE_WAIT_S)
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    await old.close()
             self.restarts += 1
             log.info("render: browser restarted (%d so far)", self.restarts)
         await self._launch()
 
     async def _close(self, ctx: BrowserContext) -> None:
         try:
-            await asyncio.wait_for(ctx.close(), _CLOSE_WAIT_S)
+            async with asyncio.timeout(_CLOSE_WAIT_S):
+                await ctx.close()
         except Exception:  # hung or crashed: the next page gets a new browser
             self._restart_due = True
 
@@ -178,7 +180,8 @@ class BrowserPool:
         browser, self._browser = self._browser, None
         if browser is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(browser.close(), _CLOSE_WAIT_S)
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    await browser.close()
         if self._driver_cm is not None:
             with contextlib.suppress(Exception):
                 await self._driver_cm.__aexit__(None, None, None)

@@ -129,8 +129,9 @@ async def render_page(
     routes = _Routes(page_result, page_host, mode, fetch, out, cache)
     page = await ctx.new_page()
     await ctx.route("**/*", _spawned(routes))
-    try:
-        out.dom = await asyncio.wait_for(_settle(page, page_result.final_url, routes), timeout_s)
+    try:  # asyncio.timeout, not wait_for: a stop's cancel is not lost (slowstop.py)
+        async with asyncio.timeout(timeout_s):
+            out.dom = await _settle(page, page_result.final_url, routes)
     except TimeoutError:
         out.error = "render_timeout"
     except Exception as exc:  # noqa: BLE001 - a crashed page or browser costs this page
