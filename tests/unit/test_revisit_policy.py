@@ -22,6 +22,7 @@ from trawler.revisit_policy import (
     plan_schedule,
     proportional_budget_per_s,
     proportional_interval_s,
+    rate_class,
 )
 
 BOUNDS = Bounds(1.0, 1000.0)
@@ -66,7 +67,7 @@ def test_intervals_fall_as_rates_rise_below_the_peak(
     rate_a: float, rate_b: float, price: float
 ) -> None:
     slow, fast = sorted((rate_a, rate_b))
-    assume(fast * price < PEAK_PRICE_RATE)
+    assume(rate_class(fast) * price < PEAK_PRICE_RATE)  # the schedule sees the class
     schedule = RevisitSchedule(Bounds(1e-6, 1e9), OPTIMAL, price)
     assert schedule.interval_s(fast) <= schedule.interval_s(slow) * (1 + 1e-9)
 
