@@ -5,11 +5,11 @@ lexbor (selectolax's parser) builds each document in blocks of its own and frees
 them all when the tree goes. A parser process fed the benchmark's pages grew its heap
 by 0x68000, 0x58000 and 0x23000 bytes and shrank it by all of that, over and over
 (``brk`` under strace: 7,638 calls for 4,300 pages; the same pages analysed inline
-in the benchmark's own process, 17,769): glibc
-trims the top of the heap once more than its trim threshold is free there, and that
-threshold follows the biggest mapped block the process has freed so far (twice it),
-so whether a process does this depends on its past. Each growth costs a fault per
-page of zeroed memory touched. bench/bench_parsepool.py, 100 hosts: 351-379 CPU µs
+in the benchmark's own process, 17,769): glibc trims the top of the heap once more
+than its trim threshold is free there, and that threshold follows the biggest mapped
+block the process has freed so far (twice it), so whether a process does this
+depends on its past. Memory the heap grows into comes zero-filled from the kernel, a
+fault for each page touched. bench/bench_parsepool.py, 100 hosts: 351-379 CPU µs
 a page in the parser process, 255-290 with 4-64 MiB kept (bench/RESULTS.md, "Issue
 14, session 37"). ``M_TOP_PAD`` makes every growth of the heap ``HEAP_TOP_PAD``
 bigger than asked and every trim leave that much: a page's blocks then come and go
