@@ -75,9 +75,9 @@ static int crcs_push(Crcs *crcs, uint32_t value)
 
 /* Sorting the shingle hashes, in place, ascending. Hand-written because qsort's
  * comparison callback and merge buffer were 39 % of a page's fingerprinting (~70
- * hashes a page: 4 of 10 us); this introsort inlines the comparison. Quicksort with
- * a median of three, insertion sort below 16 items, heapsort past 2 log2 n levels:
- * O(n log n) whatever a page's text makes of the hashes. */
+ * hashes a page: 4 of 10 us); this quicksort inlines the comparison. A median of
+ * three, insertion sort below 16 items, and qsort for what is left past 2 log2 n
+ * levels: O(n log n) whatever a page's text makes of the hashes. */
 static void insertion_sort(uint64_t *items, size_t count)
 {
     for (size_t i = 1; i < count; i++) {
@@ -89,36 +89,17 @@ static void insertion_sort(uint64_t *items, size_t count)
     }
 }
 
-static void sift_down(uint64_t *items, size_t root, size_t count)
+static int compare_u64(const void *a, const void *b)
 {
-    uint64_t item = items[root];
-    for (size_t child; (child = 2 * root + 1) < count; root = child) {
-        if (child + 1 < count && items[child + 1] > items[child])
-            child++;
-        if (items[child] <= item)
-            break;
-        items[root] = items[child];
-    }
-    items[root] = item;
-}
-
-static void heap_sort(uint64_t *items, size_t count)
-{
-    for (size_t i = count / 2; i-- > 0;)
-        sift_down(items, i, count);
-    for (size_t end = count; end-- > 1;) {
-        uint64_t top = items[0];
-        items[0] = items[end];
-        items[end] = top;
-        sift_down(items, 0, end);
-    }
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
 static void intro_sort(uint64_t *items, size_t count, int depth)
 {
     while (count > 16) {
-        if (depth-- == 0) {
-            heap_sort(items, count);
+        if (depth-- == 0) {  /* partitions gone bad: libc's sort for the rest */
+            qsort(items, count, sizeof *items, compare_u64);
             return;
         }
         uint64_t a = items[0], b = items[count / 2], c = items[count - 1];

@@ -95,7 +95,7 @@ def test_equal_on_long_texts_and_long_words() -> None:
     ],
 )
 def test_equal_on_texts_of_repeated_shingles(text: str) -> None:
-    """The C sort (an introsort, no qsort) on runs of equal and of ordered hashes."""
+    """The C quicksort on runs of equal and of ordered hashes."""
     for shingle_words in (1, 3):
         assert native_fingerprints(text, shingle_words) == reference(text, shingle_words)
 
