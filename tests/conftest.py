@@ -26,9 +26,9 @@ from tests.servers import (
 )
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    tmp = tempfile.mkdtemp(prefix="trawler-redis-")
+def _own_redis(prefix: str) -> Iterator[RedisServer]:
+    """A redis-server in a directory of its own, removed with it."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     try:
         server = start_redis(tmp)
     except ServerUnavailable as exc:
@@ -37,6 +37,11 @@ def redis_server() -> Iterator[RedisServer]:
     yield server
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    yield from _own_redis("trawler-redis-")
 
 
 @pytest.fixture
@@ -61,15 +66,8 @@ def module_redis_url() -> Iterator[str]:
     """A redis-server of the module's own, for module-scoped deployments: the
     session's is emptied before every test (``redis_url``), which would wipe a
     crawl or a serve that lives across the module's tests."""
-    tmp = tempfile.mkdtemp(prefix="trawler-redis-module-")
-    try:
-        server = start_redis(tmp)
-    except ServerUnavailable as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        unavailable("redis-server", exc)
-    yield server.url
-    server.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    for server in _own_redis("trawler-redis-module-"):
+        yield server.url
 
 
 def _postgres_or_skip() -> PostgresServer:
