@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import pickle
+import sys
 import time
+import types
+from pathlib import Path
 
 import pytest
 
-from trawler import analysis
+from trawler import analysis, parsers
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
@@ -227,3 +231,31 @@ def test_answers_bigger_than_a_read_arrive_whole_even_from_a_process_that_then_d
 def _framed(answer: bytes) -> int:
     """Bytes on the pipe for a function's answer (parserpipe.serve)."""
     return 4 + len(pickle.dumps((True, answer), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+def test_a_parser_process_does_not_run_the_parents_main_module_again(
+    hidden: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spawned child runs the parent's ``__main__`` again unless it is hidden while
+    the child starts (parsers.py): for ``trawler crawl`` that was the whole CLI in every
+    parser process. Here ``__main__`` is a script that leaves a file when it runs; the
+    twin without the hiding shows the check can fail."""
+    marker = tmp_path / "main-ran"
+    script = tmp_path / "main_script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    if not hidden:
+        monkeypatch.setattr(parsers, "_main_module_hidden", contextlib.nullcontext)
+    processes = ParserProcesses(1)
+
+    async def started() -> int:
+        return await processes.submit(int, "7")
+
+    try:
+        assert asyncio.run(started()) == 7
+    finally:
+        processes.close()
+    assert marker.exists() is not hidden
