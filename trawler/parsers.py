@@ -190,8 +190,8 @@ def _main_module_hidden() -> Iterator[None]:
 
     A spawned child first runs the parent's ``__main__`` again (multiprocessing's
     rule, for targets defined there): for ``trawler crawl`` that is the console
-    script, so every parser process imported the whole CLI (Typer, Rich, the API's
-    models, the distributed backends) that it never uses: ~0.4 CPU-s and ~0.4 s a
+    script, so every parser process imported the whole CLI (Typer, Rich and what
+    the commands import) that it never uses: ~0.12 CPU-s and ~0.1 s of the crawl's
     start (bench/RESULTS.md). The targets here live in importable modules, so the
     child is shown an empty ``__main__`` while it starts. Start-up runs in the loop's
     thread; no other thread reads ``__main__``.
