@@ -47,31 +47,26 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from trawler.dedup import CANDIDATE_BITS
-from trawler.minhash import NEAR_DUPLICATE_JACCARD, SHINGLE_WORDS, sketch_of_hashes
+from trawler.minhash import NEAR_DUPLICATE_JACCARD
 from trawler.parse import parse_html
-from trawler.simhash import (
-    _majority,
-    distinct_shingle_hashes,
-    shingle_hashes,
-    simhash_of_hashes,
-    text_hash,
-    words,
-)
+from trawler.simhash import text_hash, words
 from trawler.simhash_index import SimHashIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench modules
+
+from neardup_costs import counted_simhash, fingerprint_costs, lookup_cost_us, shingles  # noqa: E402
 
 PACKAGES = {
     "python3.11-doc": Path("/usr/share/doc/python3.11/html"),
     "postgresql-doc-15": Path("/usr/share/doc/postgresql-doc-15/html"),
     "git-doc": Path("/usr/share/doc/git-doc"),
 }
-PREVIOUS_SHINGLE_WORDS = 2  # word pairs, before sketches
 EDITED = "/~edited"
 EDIT_WORD = "zqxedited"
 _TEXT_NODE = re.compile(rb">([^<]*[A-Za-z]{4}[^<]*)<")
@@ -136,11 +131,6 @@ def one_word_edit(page: Page, rng: random.Random) -> Page | None:
             if differ == 1:
                 return Page(EDITED + page.path, body, main, edited, edited_of=page.path)
     return None
-
-
-def shingles(tokens: list[bytes]) -> set[bytes]:
-    width = min(3, len(tokens))
-    return {b" ".join(tokens[i : i + width]) for i in range(len(tokens) - width + 1)}
 
 
 def jaccard(a: Page, b: Page) -> float:
@@ -247,16 +237,6 @@ def score(pages: dict[str, Page], flags: list[tuple[str, str | None]]) -> Scores
     return scores
 
 
-def counted_simhash(text: str, shingle_words: int = PREVIOUS_SHINGLE_WORDS) -> int:
-    """The previous SimHash: every occurrence of a shingle votes."""
-    tokens = words(text)
-    if not tokens:
-        return 0
-    width = min(shingle_words, len(tokens))
-    count = len(tokens) - width + 1
-    return _majority(shingle_hashes(tokens, width, count), count)
-
-
 def previous_rule(pages: dict[str, Page], order: list[str]) -> list[tuple[str, str | None]]:
     """The flags the previous rule gives in the same order: exact text, else a SimHash
     within 3 bits, unconfirmed."""
@@ -272,69 +252,6 @@ def previous_rule(pages: dict[str, Page], order: list[str]) -> list[tuple[str, s
             exact[key] = path
             near.add(fingerprint, path)
     return flags
-
-
-def cpu_per_page_us(texts: list[str], fingerprint: Callable[[str], object]) -> float:
-    best = math.inf
-    for _ in range(3):
-        started = time.process_time()
-        for text in texts:
-            fingerprint(text)
-        best = min(best, time.process_time() - started)
-    return best / len(texts) * 1e6
-
-
-def fingerprints_now(text: str) -> tuple:
-    """What outcome.py computes for a page's main text."""
-    shingles = distinct_shingle_hashes(words(text), SHINGLE_WORDS)
-    return text_hash(text), simhash_of_hashes(shingles), sketch_of_hashes(shingles)
-
-
-def fingerprint_costs(texts: list[str]) -> dict[str, float]:
-    costs = {
-        "before": cpu_per_page_us(texts, lambda t: (text_hash(t), counted_simhash(t))),
-        "now": cpu_per_page_us(texts, fingerprints_now),
-    }
-    try:
-        from datasketch import MinHash  # optional: only to compare
-    except ImportError:
-        return costs
-
-    def datasketch_minhash(text: str) -> object:
-        minhash = MinHash(num_perm=64)
-        minhash.update_batch(list(shingles(words(text))))
-        return minhash
-
-    costs["datasketch MinHash(64) alone"] = cpu_per_page_us(texts, datasketch_minhash)
-    return costs
-
-
-def lookup_cost_us(size: int, queries: int = 2000) -> dict[str, float]:
-    """``candidates`` (multi-probe, up to CANDIDATE_BITS) against ``find`` (k = 3 only),
-    per lookup, in an index of ``size`` random fingerprints; half the queries are
-    1-7 bits from a stored one, half random."""
-    rng = random.Random(5)
-    index = SimHashIndex(3)
-    stored = [rng.getrandbits(64) for _ in range(size)]
-    index.load((fingerprint, str(i)) for i, fingerprint in enumerate(stored))
-    near = []
-    for _ in range(queries // 2):
-        fingerprint = rng.choice(stored)
-        for bit in rng.sample(range(64), rng.randint(1, 7)):
-            fingerprint ^= 1 << bit
-        near.append(fingerprint)
-    probes = near + [rng.getrandbits(64) for _ in range(queries - len(near))]
-    costs = {}
-    lookups: dict[str, Callable[[int], object]] = {
-        "find": index.find,
-        "candidates": lambda query: index.candidates(query, CANDIDATE_BITS),
-    }
-    for name, lookup in lookups.items():
-        started = time.process_time()
-        for query in probes:
-            lookup(query)
-        costs[name] = (time.process_time() - started) / len(probes) * 1e6
-    return costs
 
 
 # -- report ------------------------------------------------------------------------------

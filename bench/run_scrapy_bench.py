@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench modules
 
 import access_log  # noqa: E402
+import procstat  # noqa: E402
 import run_crawl_bench as bench  # noqa: E402
 
 ROOT = bench.ROOT
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     bench.lock_work_dir(args.work)
     scrapy = scrapy_bin(args.venv.resolve())
     bench.nginx("start", args)
-    bench.prioritise_nginx(args.work / "site")
+    procstat.prioritise_nginx(args.work / "site")
     feed = Path(tempfile.mkdtemp(prefix="scrapy-", dir=args.work)) / "items.jsonl"
     try:
         cmd = scrapy_command(args, scrapy, feed)
