@@ -12,7 +12,9 @@ time and RSS from /proc while it runs, then reports:
   steady state (10%-90% of page completions in nginx's log: leaves out the
   robots.txt start and the tail), peak 5 s rate;
 - CPU seconds (user + sys, from wait4's rusage) per 1,000 pages, peak RSS;
-- nginx's CPU and the whole machine's, so other load on the box shows;
+- nginx's CPU and the whole machine's, so other load on the box shows; and the
+  CPU ms of a fixed piece of work before the run (``machine_speed_ms``), so a
+  machine slower that day shows too;
 - politeness from nginx's access log (bench/access_log.py): per host, the
   minimum start-to-start gap and how many gaps are shorter than --delay.
 
@@ -44,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench module
 import access_log  # noqa: E402
 from procstat import (  # noqa: E402
     machine_cpu_s,
+    machine_speed_ms,
     nginx_cpu_s,
     prioritise_nginx,
     proc_cpu_s,
@@ -347,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     lock_work_dir(args.work)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
+    speed_ms = machine_speed_ms()  # before nginx and the crawl: the machine idle
     version = code_version()  # before the run: the child imports trawler/ as it is now
     nginx("start", args)
     prioritise_nginx(args.work / "site")
@@ -366,6 +370,7 @@ def main(argv: list[str] | None = None) -> None:
             nginx("stop", args)
     report = build_report(args, cmd, run, stats, requests, nginx_s, machine_s)
     report["loadavg_before"] = loadavg
+    report["machine_speed_ms"] = speed_ms
     report["code"] = version
     print(json.dumps(report, indent=2))
     if args.json_out:
