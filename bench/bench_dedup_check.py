@@ -38,6 +38,7 @@ import json
 import pickle
 import random
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -50,6 +51,10 @@ from trawler.outcome import page_outcome
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.simhash_index import SimHashIndex, _blocks
 from trawler.sitegen import Site, SiteSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench modules
+
+from neardup_costs import lookup_probes  # noqa: E402
 
 Row = tuple[str, str | None, str | None, bytes | None]  # url, text_hash, simhash, minhash
 
@@ -173,13 +178,7 @@ def random_shape(size: int, repeat: int, queries: int = 2000) -> dict:
     pairs = [(fingerprint, str(i)) for i, fingerprint in enumerate(stored)]
     index = SimHashIndex(3)
     add_us = cpu_us(lambda: index.load(pairs), size, 1)
-    near = []
-    for _ in range(queries // 2):
-        fingerprint = rng.choice(stored)
-        for bit in rng.sample(range(64), rng.randint(1, 7)):
-            fingerprint ^= 1 << bit
-        near.append(fingerprint)
-    probes = near + [rng.getrandbits(64) for _ in range(queries - len(near))]
+    probes = lookup_probes(rng, stored, queries)
     answers = [index.candidates(query, CANDIDATE_BITS) for query in probes]
     lookup_us = cpu_us(lambda: [index.candidates(q, CANDIDATE_BITS) for q in probes],
                        len(probes), repeat)  # fmt: skip

@@ -75,6 +75,17 @@ def fingerprint_costs(texts: list[str]) -> dict[str, float]:
     return costs
 
 
+def lookup_probes(rng: random.Random, stored: list[int], queries: int) -> list[int]:
+    """Fingerprints to look up: half 1-7 bits from a stored one, half random."""
+    near = []
+    for _ in range(queries // 2):
+        fingerprint = rng.choice(stored)
+        for bit in rng.sample(range(64), rng.randint(1, 7)):
+            fingerprint ^= 1 << bit
+        near.append(fingerprint)
+    return near + [rng.getrandbits(64) for _ in range(queries - len(near))]
+
+
 def lookup_cost_us(size: int, queries: int = 2000) -> dict[str, float]:
     """``candidates`` (multi-probe, up to CANDIDATE_BITS) against ``find`` (k = 3 only),
     per lookup, in an index of ``size`` random fingerprints; half the queries are
@@ -83,13 +94,7 @@ def lookup_cost_us(size: int, queries: int = 2000) -> dict[str, float]:
     index = SimHashIndex(3)
     stored = [rng.getrandbits(64) for _ in range(size)]
     index.load((fingerprint, str(i)) for i, fingerprint in enumerate(stored))
-    near = []
-    for _ in range(queries // 2):
-        fingerprint = rng.choice(stored)
-        for bit in rng.sample(range(64), rng.randint(1, 7)):
-            fingerprint ^= 1 << bit
-        near.append(fingerprint)
-    probes = near + [rng.getrandbits(64) for _ in range(queries - len(near))]
+    probes = lookup_probes(rng, stored, queries)
     costs = {}
     lookups: dict[str, Callable[[int], object]] = {
         "find": index.find,
