@@ -190,9 +190,9 @@ def _main_module_hidden() -> Iterator[None]:
 
     A spawned child first runs the parent's ``__main__`` again (multiprocessing's
     rule, for targets defined there): for ``trawler crawl`` that is the console
-    script, so every parser process imported the whole CLI (Typer, Rich and what
-    the commands import) that it never uses: ~0.12 CPU-s and ~0.1 s of the crawl's
-    start (bench/RESULTS.md). The targets here live in importable modules, so the
+    script, so every parser process imported the CLI (Typer, Rich, the commands'
+    modules) that it never uses: ~0.05 CPU-s a start (bench/RESULTS.md; the
+    analysis imports most of the rest anyway). The targets here live in importable modules, so the
     child is shown an empty ``__main__`` while it starts. Start-up runs in the loop's
     thread; no other thread reads ``__main__``.
     """
