@@ -51,9 +51,11 @@ def site(tmp_path: Path) -> Iterator[Served]:
 def test_three_workers_store_exactly_the_per_host_budget(
     three_workers: DistributedCrawls, site: Served
 ) -> None:
-    # A delay keeps each host busy long enough that every worker takes hosts.
+    # A delay keeps each host busy long enough that every worker takes hosts: 5 pages
+    # 1 s apart leave the last worker up to ~4 s to start (at 0.3 s, 1.2 s were too
+    # few on a loaded CI machine: one worker stored all 15 pages).
     crawled = three_workers.crawl(site.seeds, "--no-sitemaps", "--scope", "any",
-                                  "--max-pages-per-host", "5", "--delay", "0.3")  # fmt: skip
+                                  "--max-pages-per-host", "5", "--delay", "1")  # fmt: skip
     assert crawled.returncode == 0, crawled.stderr
     rows = crawled.export()
     stored = Counter(row["url"].split("/")[2] for row in rows)
