@@ -1,7 +1,12 @@
 """A site whose links and text exist only after JavaScript runs, for --render tests
 and bench/bench_render.py. Served over real HTTP on loopback, with an access log
 (JSON lines on the server's clock: each request as it arrives, with host, path
-and start, and again once answered, with its end).
+and start, and again once answered, with its end). A request's start is when
+its first bytes reached the server's socket, as the kernel stamped them
+(``SO_TIMESTAMPNS``), not when a handler thread got to it: on a loaded machine
+the first request of a new connection was read up to ~100 ms after it arrived
+(accept, a thread, parsing), and two requests the crawler sent 0.226 s apart
+showed 0.13 s apart in the log (tests/e2e/test_render_crawl.py).
 
 - ``/`` and every route: the same application shell (an empty ``#root`` and
   ``/app.js``, a client-side router whose links change the page with pushState).
@@ -24,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -102,14 +109,38 @@ DULL = """<!doctype html><html><head><title>Dull</title></head><body>
 <noscript>You need to enable JavaScript to run this app.</noscript><div id="root"></div>
 <a href="/dull/{next}">next</a><script src="/dull.js"></script></body></html>"""
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
+# Linux's values (asm-generic/socket.h); Python's socket module does not name them.
+SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("qq")
+
+
+def arrived_at(conn: socket.socket) -> float:
+    """When the next request's first bytes reached ``conn`` (the kernel's stamp, wall
+    clock), waiting for them; now when the kernel gave no stamp. Peeks: the bytes
+    stay for the handler to read. Needs an empty read buffer in front of ``conn``,
+    true between requests as no client here pipelines."""
+    try:
+        _, ancillary, _, _ = conn.recvmsg(1, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_PEEK)
+    except OSError:
+        ancillary = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
+            seconds, nanoseconds = _TIMESPEC.unpack(data[: _TIMESPEC.size])
+            return seconds + nanoseconds / 1e9
+    return time.time()
 
 
 class Handler(BaseHTTPRequestHandler):
     server: JsSite
     protocol_version = "HTTP/1.1"
+    arrived = 0.0
+
+    def handle_one_request(self) -> None:
+        self.arrived = arrived_at(self.connection)
+        super().handle_one_request()
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server interface
-        host, started = self.headers.get("Host", ""), time.time()
+        host, started = self.headers.get("Host", ""), self.arrived
         self.server.log({"host": host, "path": self.path, "start": started})
         status, kind, body = self.server.answer(self.path)
         self.send_response(status)
@@ -128,6 +159,8 @@ class JsSite(ThreadingHTTPServer):
 
     def __init__(self, port: int, log_path: Path, pages: int) -> None:
         super().__init__(("127.0.0.1", port), Handler)
+        # Accepted connections inherit it: the kernel stamps what they receive.
+        self.socket.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.log_file = log_path.open("a", encoding="utf-8", buffering=1)
         self.lock = threading.Lock()
         self.pages = pages

@@ -24,7 +24,8 @@ from tests.servers import ServerUnavailable, unavailable
 pytestmark = pytest.mark.timeout(180)
 
 DELAY_S = 0.2
-# The server stamps a request when it has read it; the client stamps its send.
+# The server stamps a request as it reached its socket (js_site.arrived_at); the
+# client stamps its send.
 LOG_JITTER_S = 0.01
 
 
