@@ -20,6 +20,24 @@ def request(conn: socket.socket, path: str) -> None:
     conn.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
 
 
+def stop(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until each of its threads is stopped: the signal is
+    delivered after kill() returns, and a server still running would answer at once."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while not all(state(stat) == "T" for stat in Path(f"/proc/{pid}/task").glob("*/stat")):
+        assert time.monotonic() < deadline, "the server did not stop"
+        time.sleep(0.001)
+
+
+def state(stat: Path) -> str:
+    """A thread's state letter (proc(5)), "" for one that has just ended."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def read_answer(conn: socket.socket) -> bytes:
     data = b""
     while b"User-agent" not in data:  # robots.txt's body, the end of the answer
@@ -37,7 +55,7 @@ def test_a_request_is_stamped_when_it_arrived_though_read_late(tmp_path: Path) -
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
             for _ in range(2):  # a new connection's first request, then a kept one's
-                os.kill(site.process.pid, signal.SIGSTOP)  # a server starved of CPU
+                stop(site.process.pid)  # a server starved of CPU
                 try:
                     before = time.time()
                     request(conn, "/robots.txt")
