@@ -14,7 +14,8 @@ time and RSS from /proc while it runs, then reports:
 - CPU seconds (user + sys, from wait4's rusage) per 1,000 pages, peak RSS;
 - nginx's CPU and the whole machine's, so other load on the box shows; and the
   CPU ms of a fixed piece of work before the run (``machine_speed_ms``), so a
-  machine slower that day shows too;
+  machine slower that day shows too; and the crawl's interpreter (``python``:
+  an optimised build of CPython costs ~14 % less CPU a page than a plain one);
 - politeness from nginx's access log (bench/access_log.py): per host, the
   minimum start-to-start gap and how many gaps are shorter than --delay.
 
@@ -329,6 +330,28 @@ def code_version() -> dict[str, object]:
     }
 
 
+# Run by the crawl's own interpreter (the venv's): its build moves the CPU a page by
+# ~14 % (a source build without PGO/LTO, libpython shared, against Debian's:
+# bench/RESULTS.md, issue 14, session 40), so every report names it.
+_INTERPRETER = """
+import json, os, platform, sys
+with open("/proc/self/maps") as maps:
+    shared = any("libpython" in line for line in maps)
+print(json.dumps({"version": platform.python_version(),
+                  "executable": os.path.realpath(sys.executable),
+                  "libpython_shared": shared}))
+"""
+
+
+def interpreter() -> dict[str, object]:
+    """The crawl's interpreter: version, real executable, whether libpython is a
+    shared library loaded beside it (slower calls) rather than linked in."""
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-c", _INTERPRETER], check=True, capture_output=True
+    )
+    return json.loads(out.stdout)
+
+
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -372,6 +395,7 @@ def main(argv: list[str] | None = None) -> None:
     report["loadavg_before"] = loadavg
     report["machine_speed_ms"] = speed_ms
     report["code"] = version
+    report["python"] = interpreter()
     print(json.dumps(report, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

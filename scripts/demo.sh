@@ -3,8 +3,10 @@
 # it into ./demo-crawl with the embedded store (SQLite + WARC), show the stats.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+. scripts/python.sh  # venv_python: $PYTHON, else an optimised build when there is one
+if [ ! -x .venv/bin/python ]; then
+  "$(venv_python)" -m venv .venv
+fi
 .venv/bin/python -m pip install --quiet -e .
 PORT=${PORT:-8800}
 .venv/bin/trawler testsite --hosts 20 --pages 50 --port "$PORT" > demo-testsite.out 2>&1 &

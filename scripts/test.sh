@@ -3,9 +3,9 @@
 # This is the README's test command; CI (.ci/run) runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+. scripts/python.sh  # venv_python: $PYTHON, else an optimised build when there is one
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+  "$(venv_python)" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install --quiet -e '.[test]'

@@ -1,0 +1,20 @@
+# Sourced by scripts/test.sh and scripts/demo.sh: the interpreter that makes .venv.
+#
+# $PYTHON when set. Else the distribution's /usr/bin/python3 when it is 3.11 or
+# newer and can make a venv with pip: Debian's (as Ubuntu's and Fedora's) is built
+# with profile-guided optimisation and LTO, libpython linked into the executable.
+# An interpreter built from source with the defaults (pyenv, python-build) has
+# neither and loads a shared libpython: on this project's 2-core machine the
+# 2,000-host benchmark spent ~14 % more CPU a page on pyenv's 3.11.7 than on
+# Debian's 3.11.2, the same code (bench/RESULTS.md, issue 14, session 40).
+# Else python3 on PATH.
+venv_python() {
+  if [ -n "${PYTHON:-}" ]; then
+    printf '%s\n' "$PYTHON"
+  elif [ -x /usr/bin/python3 ] && /usr/bin/python3 -c \
+      'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    printf '%s\n' /usr/bin/python3
+  else
+    printf '%s\n' python3
+  fi
+}
