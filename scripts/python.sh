@@ -7,14 +7,19 @@
 # neither and loads a shared libpython: on this project's 2-core machine the
 # 2,000-host benchmark spent ~14 % more CPU a page on pyenv's 3.11.7 than on
 # Debian's 3.11.2, the same code (bench/RESULTS.md, issue 14, session 40).
-# Else python3 on PATH.
+# Else python3 on PATH. Candidates other than /usr/bin/python3 may be given.
 venv_python() {
   if [ -n "${PYTHON:-}" ]; then
     printf '%s\n' "$PYTHON"
-  elif [ -x /usr/bin/python3 ] && /usr/bin/python3 -c \
-      'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    printf '%s\n' /usr/bin/python3
-  else
-    printf '%s\n' python3
+    return
   fi
+  local candidate
+  for candidate in "${@:-/usr/bin/python3}"; do
+    if [ -x "$candidate" ] && "$candidate" -c \
+        'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      printf '%s\n' "$candidate"
+      return
+    fi
+  done
+  printf '%s\n' python3
 }
