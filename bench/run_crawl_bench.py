@@ -15,7 +15,7 @@ time and RSS from /proc while it runs, then reports:
 - nginx's CPU and the whole machine's, so other load on the box shows; and the
   CPU ms of a fixed piece of work before the run (``machine_speed_ms``), so a
   machine slower that day shows too; and the crawl's interpreter (``python``:
-  an optimised build of CPython costs ~14 % less CPU a page than a plain one);
+  an optimised build of CPython costs ~11 % less CPU a page than a plain one);
 - politeness from nginx's access log (bench/access_log.py): per host, the
   minimum start-to-start gap and how many gaps are shorter than --delay.
 
@@ -331,7 +331,7 @@ def code_version() -> dict[str, object]:
 
 
 # Run by the crawl's own interpreter (the venv's): its build moves the CPU a page by
-# ~14 % (a source build without PGO/LTO, libpython shared, against Debian's:
+# ~12 % (a source build without PGO/LTO, libpython shared, against Debian's:
 # bench/RESULTS.md, issue 14, session 40), so every report names it.
 _INTERPRETER = """
 import json, os, platform, sys
