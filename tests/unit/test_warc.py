@@ -190,6 +190,21 @@ def test_file_is_open_until_closed(tmp_path: Path) -> None:
     assert only_file(tmp_path).name == location.filename
 
 
+def test_names_sort_in_the_order_written_across_writers(tmp_path: Path) -> None:
+    """A job resumed within the same second as it stopped: the second run's file
+    must sort after the first's (readers, WACZ packing, a restart's records in
+    fetch order). Names stamped to the second, then a random part, sorted in any
+    order (an e2e restart test read a 503 and its retry backwards)."""
+    written = []
+    for n in range(20):  # ~ms apart: most within one second
+        writer = WarcWriter(tmp_path)
+        location = writer.write(make_result(n))
+        assert location is not None
+        writer.close()
+        written.append(location.filename)
+    assert sorted(written) == written
+
+
 def test_position_only_moves_on_flush(tmp_path: Path) -> None:
     writer = WarcWriter(tmp_path)
     writer.write(make_result(1))

@@ -20,6 +20,8 @@ warc_record.py keeps small. The tests read every file back with warcio's
 
 Files are written as ``….warc.gz.open`` and renamed to ``….warc.gz`` once
 complete (the Heritrix convention), so readers know which files are whole.
+A name is ``PREFIX-YYYYMMDDhhmmssffffff-SERIAL-RANDOM.warc.gz`` (UTC, to the
+microsecond): names sort in the order their files were begun.
 """
 
 from __future__ import annotations
@@ -200,8 +202,12 @@ class WarcWriter:
 
     def _rotate(self) -> None:
         self.close()
-        now = time.time()
-        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(now))
+        now_ns = time.time_ns()
+        now = now_ns / 1e9
+        # Microseconds: names sort in the order files were begun, across writers too
+        # (a job resumed in the second it stopped; two runs' files went by the random part).
+        seconds, fraction_ns = divmod(now_ns, 1_000_000_000)
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(seconds)) + f"{fraction_ns // 1000:06d}"
         self._name = f"{self.prefix}-{stamp}-{self._serial:05d}-{secrets.token_hex(4)}{WARC_SUFFIX}"
         self._serial += 1
         self.directory.mkdir(parents=True, exist_ok=True)
