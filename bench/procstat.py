@@ -6,8 +6,10 @@ given priority over the crawler). Linux only.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -125,3 +127,23 @@ def machine_speed_ms() -> float:
         zlib.compress(data, 6)
         best = min(best, time.thread_time() - started)
     return round(best * 1000, 2)
+
+
+# Run by the crawl's own interpreter (the venv's): its build moves the CPU a page by
+# ~12 % (a source build without PGO/LTO, libpython shared, against Debian's:
+# bench/RESULTS.md, issue 14, session 40), so every report names it.
+_INTERPRETER = """
+import json, os, platform, sys
+with open("/proc/self/maps") as maps:
+    shared = any("libpython" in line for line in maps)
+print(json.dumps({"version": platform.python_version(),
+                  "executable": os.path.realpath(sys.executable),
+                  "libpython_shared": shared}))
+"""
+
+
+def interpreter(python: Path) -> dict[str, object]:
+    """``python``'s version, real executable, and whether libpython is a shared
+    library loaded beside it (slower calls) rather than linked in."""
+    out = subprocess.run([str(python), "-c", _INTERPRETER], check=True, capture_output=True)
+    return json.loads(out.stdout)

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench module
 
 import access_log  # noqa: E402
 from procstat import (  # noqa: E402
+    interpreter,
     machine_cpu_s,
     machine_speed_ms,
     nginx_cpu_s,
@@ -330,28 +331,6 @@ def code_version() -> dict[str, object]:
     }
 
 
-# Run by the crawl's own interpreter (the venv's): its build moves the CPU a page by
-# ~12 % (a source build without PGO/LTO, libpython shared, against Debian's:
-# bench/RESULTS.md, issue 14, session 40), so every report names it.
-_INTERPRETER = """
-import json, os, platform, sys
-with open("/proc/self/maps") as maps:
-    shared = any("libpython" in line for line in maps)
-print(json.dumps({"version": platform.python_version(),
-                  "executable": os.path.realpath(sys.executable),
-                  "libpython_shared": shared}))
-"""
-
-
-def interpreter() -> dict[str, object]:
-    """The crawl's interpreter: version, real executable, whether libpython is a
-    shared library loaded beside it (slower calls) rather than linked in."""
-    out = subprocess.run(
-        [str(ROOT / ".venv/bin/python"), "-c", _INTERPRETER], check=True, capture_output=True
-    )
-    return json.loads(out.stdout)
-
-
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -395,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     report["loadavg_before"] = loadavg
     report["machine_speed_ms"] = speed_ms
     report["code"] = version
-    report["python"] = interpreter()
+    report["python"] = interpreter(ROOT / ".venv/bin/python")
     print(json.dumps(report, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
