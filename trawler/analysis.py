@@ -38,7 +38,7 @@ import os
 import signal
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
@@ -58,6 +58,7 @@ from trawler.analysis_codec import (
 from trawler.config import CrawlConfig
 from trawler.graph import page_edges
 from trawler.heap import keep_heap_top
+from trawler.knownlinks import KnownNews, News, Stamp, known_of
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import HTML_TYPES, page_outcome, sniffed_type
 from trawler.parserpipe import ParserBroken
@@ -120,10 +121,13 @@ def _analyser_for(setup: SetupRef) -> Analyser:
     return analyser
 
 
-def analyse(analyser: Analyser, request: CrawlRequest, result: FetchResult) -> Analysis:
+def analyse(
+    analyser: Analyser, request: CrawlRequest, result: FetchResult, known: Container[int] = ()
+) -> Analysis:
+    """``known``: fingerprints of links the loop has taken already (knownlinks.py)."""
     links = analyser.links
     outcome = page_outcome(request, result, analyser.config, analyser.agent_token)
-    requests = links.requests_for(outcome.links, request.url, request.depth + 1)
+    requests = links.requests_for(outcome.links, request.url, request.depth + 1, known)
     rejected = dict(links.rejected)
     links.rejected.clear()
     edges = page_edges(outcome.found, links, request.depth + 1, outcome.nofollow)
@@ -160,14 +164,20 @@ def is_parsed(result: FetchResult) -> bool:
     )
 
 
-def analyse_batch(setup: SetupRef, items: list[PageItem]) -> list[tuple]:
+def analyse_batch(setup: SetupRef, items: list[PageItem], news: News | None = None) -> list[tuple]:
     """``analyse`` for many pages of one job in a parser process, each within the CPU
     limit, answered as plain tuples: unpickling dataclasses in the crawl process cost
-    as much as the parsing saved (bench/RESULTS.md)."""
-    return [flatten_analysis(analyse_limited(setup, *from_page_item(item))) for item in items]
+    as much as the parsing saved (bench/RESULTS.md). ``news``: links the loop has
+    taken since its last batch (knownlinks.py)."""
+    known = known_of(news)
+    return [
+        flatten_analysis(analyse_limited(setup, *from_page_item(item), known)) for item in items
+    ]
 
 
-def analyse_limited(setup: SetupRef, request: CrawlRequest, result: FetchResult) -> Analysis:
+def analyse_limited(
+    setup: SetupRef, request: CrawlRequest, result: FetchResult, known: Container[int] = ()
+) -> Analysis:
     """``analyse`` in a parser process: past the page's CPU time the process dies.
 
     A timer, not a check between steps: the time goes inside lexbor's C code,
@@ -177,7 +187,7 @@ def analyse_limited(setup: SetupRef, request: CrawlRequest, result: FetchResult)
     analyser = _analyser_for(setup)
     signal.setitimer(signal.ITIMER_PROF, analyser.config.parse_time_limit_s)  # CPU time
     try:
-        return analyse(analyser, request, result)
+        return analyse(analyser, request, result, known)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
 
@@ -262,6 +272,7 @@ class AnalysisPool:
         self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
         self._isolating: asyncio.Task[None] | None = None
         self._alone: ProcessPoolExecutor | None = None  # one process, one suspect at a time
+        self._known = KnownNews()  # links taken, for the processes (knownlinks.py)
 
     def start(self, scope_hosts: list[str]) -> None:
         """Build the analyser and start the processes for a job of this scope."""
@@ -290,6 +301,12 @@ class AnalysisPool:
             self._timer = loop.call_later(BATCH_WAIT_S, self._submit)
         return await future
 
+    def tell_known(self, fps: Iterable[int], stamp: Stamp) -> None:
+        """Page links that reached the seen set, allowed, under the verdicts of
+        ``stamp``: the processes leave them out from the next batch on (knownlinks.py)."""
+        if self._parsers is not None:
+            self._known.tell(fps, stamp)
+
     async def analyse_sitemap(self, request: CrawlRequest, result: FetchResult) -> SitemapAnalysis:
         """In a parser process when small (a process broken by it: on a thread)."""
         if self._started and len(result.body) <= SITEMAP_IN_PROCESS_MAX_BYTES:
@@ -309,7 +326,7 @@ class AnalysisPool:
         if not batch or self._parsers is None:
             return
         items = [page_item(request, result) for request, result, _ in batch]
-        done = self._parsers.submit(analyse_batch, self._setup, items)
+        done = self._parsers.submit(analyse_batch, self._setup, items, self._known.take())
         done.add_done_callback(partial(self._deliver, batch))
 
     def _deliver(self, batch: list[Waiting], finished: asyncio.Future[list]) -> None:

@@ -60,6 +60,7 @@ class Blocklist:
         self.active = False  # anything blocked: the engine's one check while it is empty
         self._domains: dict[str, Blocked] = {}
         self._verdicts: dict[str, bool] = {}  # host key -> blocked, since the last change
+        self.generation = 0  # counts the changes (knownlinks.py)
 
     def add(self, domain: str, reason: str = "") -> Blocked:
         entry = Blocked(blocklist_domain(domain), reason, time.time())
@@ -102,3 +103,4 @@ class Blocklist:
     def _changed(self) -> None:
         self.active = bool(self._domains)
         self._verdicts = {}
+        self.generation += 1

@@ -8,6 +8,8 @@ through the link filter (scope, traps, depth, robots.txt; linkfilter.py), the
 operators' blocklist, the frontier's seen set and the host's page budget, in
 that order. Rejections are counted by reason in ``LinkFilter.rejected``; each URL
 admitted or left out also gets a provenance row (provenance.py), once a URL.
+The page links that reach the seen set are told to the parser processes, which
+leave them out of later pages' answers (knownlinks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from trawler.blocklist import Blocklist
 from trawler.config import CrawlConfig
 from trawler.frontier.base import Frontier
 from trawler.frontier.importance import Importance
+from trawler.knownlinks import Stamp
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML
 from trawler.provenance import CANONICAL, LINK, REDIRECT, SITEMAP, Found, SkipsKept, trap_rule
@@ -54,6 +57,10 @@ class Discovery:
         self.skips_kept = SkipsKept()
         # The robots.txt rule deciding a URL, with its line (RobotsGate.rule_of).
         self.robots_rule: Callable[[str], str | None] = lambda _url: None
+        # Tell the parser processes the links taken (knownlinks.py): the engine's
+        # choice, when the frontier's seen set lasts and --priority is not importance.
+        self.tell_known = False
+        self.robots_generation: Callable[[], int] = lambda: 0  # RobotsGate.generation
 
     def widen_scope(self, hosts: Iterable[str]) -> None:
         """Seed hosts are in scope, and their sitemaps are read."""
@@ -88,6 +95,7 @@ class Discovery:
         found = Found(request.url, {r.url: anchor for r, anchor in pairs})
         found.skips += [(url, reason, anchor, LINK) for url, reason, anchor in analysis.skipped]
         discovered = self._robots_checked(analysis.requests, found)
+        known = self._known_links(discovered) if self.tell_known else None
         if request.kind == "sitemap" and page.error == NOT_HTML:
             page.error = None  # a sitemap is not HTML by nature
             discovered += await self._sitemap(request, result, page, found)
@@ -101,12 +109,24 @@ class Discovery:
         if self.blocklist.active:
             discovered = self._not_blocked(discovered, found)
         fresh = await frontier.filter_new(discovered)
+        if known is not None:  # in the seen set now
+            self.analysis.tell_known(*known)
         unit.discovered = self.links.within_host_budget(fresh)
         found.left_out(fresh, unit.discovered, "host_budget")
         unit.provenance = found.rows(unit.discovered, self.skips_kept, self.skip_detail)
         if self.importance is not None:  # --priority importance: its cash to its links
             self.importance.spread(request, discovered, unit.discovered)
         return page
+
+    def _known_links(self, requests: list[CrawlRequest]) -> tuple[list[int], Stamp]:
+        """The fingerprints of a page's link requests that go on to the seen set
+        allowed by robots.txt (not merely not known to be disallowed), with the
+        verdicts' stamp; none while a domain is blocked."""
+        stamp = (self.robots_generation(), self.blocklist.generation)
+        if self.blocklist.active:
+            return [], stamp
+        allows = self.links.robots_allows
+        return [request.fp for request in requests if allows(request.url)], stamp
 
     def skip_detail(self, reason: str, url: str) -> str | None:
         """The rule that left ``url`` out for ``reason``, in words (provenance.py)."""

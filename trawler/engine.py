@@ -112,6 +112,7 @@ class Crawler(Dispatcher, UrlFlow):
             config, self.analysis, self.links, self.scope, self.services.blocklist, self._counters
         )
         self.discovery.robots_rule = self.robots.rule_of
+        self.discovery.robots_generation = lambda: self.robots.generation
         self.commits = Commits(backend, self._take_counters)
         revisits = revisits or continuous_options(config, backend)
         self.revisits = None if revisits is None else RevisitFlow(
@@ -142,6 +143,9 @@ class Crawler(Dispatcher, UrlFlow):
         self.frontier = await self.backend.open(self.config)
         self.frontier.share_hosts(self.services.hosts)
         self.discovery.importance = getattr(self.frontier, "importance", None)
+        self.discovery.tell_known = (
+            getattr(self.frontier, "seen_lasts", False) and self.discovery.importance is None
+        )
         self._opened = True
         if self.config.max_pages_per_host is not None:
             counts = await self.backend.host_url_counts()

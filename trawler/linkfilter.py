@@ -21,7 +21,7 @@ jobs whose filters digest alike (``share_memo``): one bound in all.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 
 from trawler.dedup import url_fingerprint
@@ -71,9 +71,10 @@ class LinkFilter:
         return kept
 
     def requests_for(
-        self, links: Iterable[Link], parent_url: str, depth: int
+        self, links: Iterable[Link], parent_url: str, depth: int, known: Container[int] = ()
     ) -> list[CrawlRequest]:
-        """New requests for a page's followable links at ``depth`` (parent depth + 1)."""
+        """New requests for a page's followable links at ``depth`` (parent depth + 1);
+        ``known``: fingerprints the loop would drop unseen, uncounted (knownlinks.py)."""
         if self.max_depth is not None and depth > self.max_depth:
             self._skip_all(links, "max_depth")
             return []
@@ -94,6 +95,8 @@ class LinkFilter:
                 rejected["bad_url"] += 1
                 continue
             url, host, fp, trap = digest
+            if fp in known:
+                continue
             if url in batch_seen:
                 continue
             batch_seen.add(url)

@@ -70,6 +70,8 @@ class RobotsGate:
         # other pages, asked about by every page of the host (origin() and the match
         # cost ~1.7 µs a link). Emptied whenever an entry is replaced.
         self._link_verdicts: dict[str, bool] = {}
+        # Counts the entries replaced: a link's verdict may have changed (knownlinks.py).
+        self.generation = 0
 
     async def verdict(self, url: str, host: str, frontier: Frontier) -> Verdict:
         """The verdict for ``url``; fetches robots.txt when missing or stale, under
@@ -145,6 +147,7 @@ class RobotsGate:
     def _keep(self, site: str, host: str, frontier: Frontier, entry: RobotsEntry) -> RobotsEntry:
         if site in self._entries:  # verdicts remembered under the old one may not hold
             self._link_verdicts.clear()  # (none are for an origin without one)
+            self.generation += 1
         self._entries[site] = entry
         frontier.set_crawl_delay(host, entry.rules.crawl_delay)
         return entry

@@ -19,6 +19,10 @@ from trawler.records import CrawlRequest, RobotsFetch
 
 
 class Frontier(Protocol):
+    # Whether a URL ``filter_new`` found new once is never new again while this
+    # frontier is open (the parser processes are told such links: knownlinks.py).
+    seen_lasts: bool
+
     def set_policy(self, policy: PolitenessPolicy) -> None:
         """Politeness settings changed while the crawl runs: apply them from now on."""
 

@@ -106,6 +106,9 @@ class RedisFrontier(HeldHosts, BucketSweep, FrontierUpkeep):
     URL while that service (the page store) is down, so results do not pile up.
     """
 
+    # Its seen set is Redis's, the job's workers' together: not vouched for here.
+    seen_lasts = False
+
     def __init__(
         self,
         client: Redis,

@@ -53,6 +53,8 @@ ReadyEntry = tuple[float, float, str]
 class SqliteFrontier(DurableState, HeldHosts):
     """The embedded frontier of one job (module doc)."""
 
+    seen_lasts = True  # its seen set forgets nothing while open (seen.py)
+
     def __init__(
         self,
         policy: PolitenessPolicy,

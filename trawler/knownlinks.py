@@ -1,0 +1,88 @@
+"""Links the crawl loop has taken already, told to the parser processes, which then
+leave them out of their answers.
+
+Every page of a site links the same URLs: on the 2,000-host benchmark ~12 of a
+page's ~13 followable links lead to URLs the job has queued already. Each crossed
+from the parser process to the loop as a request (pickled, unpickled, made a
+``CrawlRequest``), had its robots.txt verdict asked and its fingerprint looked up
+in the seen set, to be dropped there without a trace: no counter, no provenance
+row. So the loop tells the job's parser processes, with its next batch, the
+fingerprints of the page links that reached the seen set (new or not) with the
+robots.txt verdict "allowed" while no domain was blocked; a parser process leaves
+links with those fingerprints out of a page's requests (``LinkFilter.requests_for``).
+
+The loop then does what it did, exactly: such a link would pass the same checks
+and be dropped as seen, until one of these changes, and then the set is not used:
+- the seen set forgets: never, within the life of an embedded frontier
+  (frontier/seen.py); the set belongs to one AnalysisPool, i.e. one run of one
+  job (a new run: a new token). A distributed frontier's seen set lives in Redis:
+  not told (``seen_lasts``);
+- a verdict: an origin's robots.txt replaced (``RobotsGate.generation``) or the
+  blocklist changed (``Blocklist.generation``): the loop starts a new epoch, and
+  the parser process starts the job's set again. Answers already on their way
+  were made with the old set: the counters of their links to URLs queued already
+  (``rejected.robots``, ``rejected.blocklist``) can miss those links; no URL is
+  lost, all of them are in the seen set;
+- ``--priority importance``: a page's cash goes to all its links, repeats too: not told.
+
+Bounded: ``KNOWN_MAX`` fingerprints a job in a parser process (~9 MB); past it
+the set starts over and fills again with the links that keep coming. With
+several parser processes each learns what goes with its own batches.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Container, Iterable
+
+KNOWN_MAX = 1 << 17
+_JOBS_KEPT = 32  # sets a parser process keeps; the oldest run's goes first
+# What goes with a batch: (the run's token, its epoch, fingerprints told since).
+News = tuple[str, int, list[int]]
+Stamp = tuple[int, int]  # (robots.txt generation, blocklist generation)
+
+
+class KnownNews:
+    """The loop's side, one a run: what to tell the parser processes next."""
+
+    __slots__ = ("token", "epoch", "_stamp", "_fps")
+
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(8)
+        self.epoch = 0
+        self._stamp: Stamp | None = None
+        self._fps: list[int] = []
+
+    def tell(self, fps: Iterable[int], stamp: Stamp) -> None:
+        """``fps`` reached the seen set under the verdicts of ``stamp``; a new stamp
+        starts a new epoch (what was told before is void)."""
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self.epoch += 1
+            self._fps = []
+        self._fps.extend(fps)
+
+    def take(self) -> News:
+        fps, self._fps = self._fps, []
+        return self.token, self.epoch, fps
+
+
+# A parser process's sets: token -> (epoch, fingerprints).
+_PROCESS_KNOWN: dict[str, tuple[int, set[int]]] = {}
+
+
+def known_of(news: News | None) -> Container[int]:
+    """In a parser process: the run's known fingerprints, with ``news`` added."""
+    if news is None:
+        return ()
+    token, epoch, fps = news
+    held = _PROCESS_KNOWN.get(token)
+    if held is None or held[0] != epoch:
+        if held is None and len(_PROCESS_KNOWN) >= _JOBS_KEPT:
+            del _PROCESS_KNOWN[next(iter(_PROCESS_KNOWN))]
+        held = _PROCESS_KNOWN[token] = (epoch, set())
+    known = held[1]
+    if len(known) + len(fps) > KNOWN_MAX:
+        known.clear()
+    known.update(fps)
+    return known
