@@ -58,11 +58,11 @@ from trawler.analysis_codec import (
 from trawler.config import CrawlConfig
 from trawler.graph import page_edges
 from trawler.heap import keep_heap_top
-from trawler.knownlinks import KnownNews, News, Stamp, known_of
+from trawler.knownlinks import KnownNews, News, Stamp, forget, known_of
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import HTML_TYPES, page_outcome, sniffed_type
 from trawler.parserpipe import ParserBroken
-from trawler.parsers import ParserProcesses, SetupRef, new_pool
+from trawler.parsers import ParserProcesses, SetupRef, answer_unused, new_pool
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.scope import Scope, TrapRules
 from trawler.sitemapflow import sitemap_outcome
@@ -234,12 +234,6 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
 
 
-def _answer_unused(done: asyncio.Future[None]) -> None:
-    """A warm-up's answer: a process that broke on it is replaced (parsers.py)."""
-    if not done.cancelled():
-        done.exception()  # retrieved: asyncio logs no "never retrieved"
-
-
 class AnalysisPool:
     """Runs ``analyse`` in worker processes, inline when there are none.
 
@@ -281,7 +275,7 @@ class AnalysisPool:
         if self._parsers is not None:
             self._setup = self._parsers.register(self.config_json, self._scope_hosts)
             for warming in self._parsers.submit_to_each(warm_up, self._setup):
-                warming.add_done_callback(_answer_unused)  # the pages queue behind it
+                warming.add_done_callback(answer_unused)  # the pages queue behind it
             self._started = True
 
     @property
@@ -386,6 +380,8 @@ class AnalysisPool:
             self._alone.shutdown(wait=False, cancel_futures=True)
         if self._parsers is not None and self._own_parsers:
             self._parsers.close()
+        elif self._parsers is not None and self._started:  # the others' go on: drop its set
+            self._parsers.tell_each(forget, self._known.token)
         self._started, self._alone = False, None
         if self._isolating is not None:
             self._isolating.cancel()

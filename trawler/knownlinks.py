@@ -25,9 +25,11 @@ and be dropped as seen, until one of these changes, and then the set is not used
   lost, all of them are in the seen set;
 - ``--priority importance``: a page's cash goes to all its links, repeats too: not told.
 
-Bounded: ``KNOWN_MAX`` fingerprints a job in a parser process (~9 MB); past it
-the set starts over and fills again with the links that keep coming. With
-several parser processes each learns what goes with its own batches.
+Bounded: ``KNOWN_MAX`` fingerprints in a parser process (~8 MB), shared evenly
+by the runs it holds (at least ``KNOWN_MIN`` each); a run's set past its share
+starts over and fills again with the links that keep coming. A run's set is
+dropped when the run ends (``forget``). With several parser processes each
+learns what goes with its own batches.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import secrets
 from collections.abc import Container, Iterable
 
 KNOWN_MAX = 1 << 17
-_JOBS_KEPT = 32  # sets a parser process keeps; the oldest run's goes first
+KNOWN_MIN = 1 << 12  # a run's share at least: a site's navigation links
+_RUNS_KEPT = 32  # sets a parser process keeps; the oldest run's goes first
 # What goes with a batch: (the run's token, its epoch, fingerprints told since).
 News = tuple[str, int, list[int]]
 Stamp = tuple[int, int]  # (robots.txt generation, blocklist generation)
@@ -78,11 +81,16 @@ def known_of(news: News | None) -> Container[int]:
     token, epoch, fps = news
     held = _PROCESS_KNOWN.get(token)
     if held is None or held[0] != epoch:
-        if held is None and len(_PROCESS_KNOWN) >= _JOBS_KEPT:
+        if held is None and len(_PROCESS_KNOWN) >= _RUNS_KEPT:
             del _PROCESS_KNOWN[next(iter(_PROCESS_KNOWN))]
         held = _PROCESS_KNOWN[token] = (epoch, set())
     known = held[1]
-    if len(known) + len(fps) > KNOWN_MAX:
+    if len(known) + len(fps) > max(KNOWN_MAX // len(_PROCESS_KNOWN), KNOWN_MIN):
         known.clear()
     known.update(fps)
     return known
+
+
+def forget(token: str) -> None:
+    """In a parser process: the run has ended."""
+    _PROCESS_KNOWN.pop(token, None)

@@ -86,6 +86,17 @@ class ParserProcesses:
         self.start()
         return [pipe.submit(message) for pipe in self._pipes]
 
+    def tell_each(self, *message: Any) -> None:
+        """``(function, *args)`` to every process running, answer unused (a job's
+        end); none when called off their loop."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is self._loop:
+            for pipe in self._pipes:
+                pipe.submit(message).add_done_callback(answer_unused)
+
     def _broken(self, pipe: ParserPipe) -> None:
         """A process died: a new one takes its place (batches already failed)."""
         log.error("page analysis crashed in a parser process; restarted it")
@@ -117,6 +128,13 @@ class ParserProcesses:
         pipes, self._pipes = self._pipes, []
         for pipe in pipes:
             pipe.close()
+
+
+def answer_unused(done: asyncio.Future[Any]) -> None:
+    """A done callback for an answer not waited for (a warm-up, a job's end): a
+    process that broke on it is replaced all the same (``_broken``)."""
+    if not done.cancelled():
+        done.exception()  # retrieved: asyncio logs no "never retrieved"
 
 
 def _start_process(inbox: Connection, outbox: Connection) -> BaseProcess:

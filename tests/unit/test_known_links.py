@@ -11,7 +11,7 @@ from trawler import knownlinks
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
-from trawler.knownlinks import KnownNews, known_of
+from trawler.knownlinks import KnownNews, forget, known_of
 from trawler.linkfilter import LinkFilter
 from trawler.parsers import ParserProcesses
 from trawler.records import CrawlRequest, FetchResult, Link
@@ -20,6 +20,8 @@ from trawler.urls import Normaliser
 
 pytestmark = pytest.mark.timeout(120)
 HOST = "a.test"
+# Run in a parser process: how many runs' sets it holds.
+HELD = "len(__import__('trawler.knownlinks').knownlinks._PROCESS_KNOWN)"
 
 
 def fp(path: str) -> int:
@@ -38,6 +40,12 @@ LINKS = [
     Link("http://a.test/three", nofollow=True, anchor="three"),
     Link("http://b.test/out", anchor="out"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def process_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's sets, as a parser process's: none from other tests."""
+    monkeypatch.setattr(knownlinks, "_PROCESS_KNOWN", {})
 
 
 def test_known_links_are_left_out_and_nothing_else_changes() -> None:
@@ -68,11 +76,35 @@ def test_a_new_epoch_or_another_run_starts_with_nothing_known() -> None:
 
 def test_the_set_starts_over_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knownlinks, "KNOWN_MAX", 4)
+    monkeypatch.setattr(knownlinks, "KNOWN_MIN", 1)
     run = KnownNews()
     run.tell([1, 2, 3], (0, 0))
     assert len(known_of(run.take())) == 3
     run.tell([4, 5], (0, 0))
     assert set(known_of(run.take())) == {4, 5}
+
+
+def test_the_runs_held_share_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(knownlinks, "KNOWN_MAX", 8)
+    monkeypatch.setattr(knownlinks, "KNOWN_MIN", 2)
+    first, second = KnownNews(), KnownNews()
+    first.tell([1, 2, 3, 4, 5], (0, 0))
+    assert len(known_of(first.take())) == 5  # alone: all 8 its own
+    second.tell([9], (0, 0))
+    assert set(known_of(second.take())) == {9}
+    first.tell([6], (0, 0))  # two runs: 4 each
+    assert set(known_of(first.take())) == {6}
+    forget(first.token)  # its run ended: the other has them all again
+    second.tell([10, 11, 12, 13, 14], (0, 0))
+    assert len(known_of(second.take())) == 6
+
+
+def test_a_run_forgotten_starts_again() -> None:
+    run = KnownNews()
+    run.tell([1], (0, 0))
+    assert set(known_of(run.take())) == {1}
+    forget(run.token)
+    assert set(known_of(run.take())) == set()
 
 
 def home(*paths: str) -> tuple[CrawlRequest, FetchResult]:
@@ -102,6 +134,9 @@ async def test_a_parser_process_leaves_out_what_its_run_was_told() -> None:
         assert await requested(twin, "/a", "/b", "/c") == ["/a", "/b", "/c"]
         run.tell_known([], (1, 0))  # a robots.txt replaced
         assert await requested(run, "/a", "/b", "/c") == ["/a", "/b", "/c"]
+        assert await parsers.submit(eval, HELD) == 2
+        run.close()  # its set is dropped; the twin's stays
+        assert await parsers.submit(eval, HELD) == 1
     finally:
         run.close()
         twin.close()
