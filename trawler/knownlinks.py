@@ -15,8 +15,9 @@ The loop then does what it did, exactly: such a link would pass the same checks
 and be dropped as seen, until one of these changes, and then the set is not used:
 - the seen set forgets: never, within the life of an embedded frontier
   (frontier/seen.py); the set belongs to one AnalysisPool, i.e. one run of one
-  job (a new run: a new token). A distributed frontier's seen set lives in Redis:
-  not told (``seen_lasts``);
+  job (a new run: a new token). A distributed frontier's seen set lives in Redis,
+  added to when a page's commit lands, not when ``filter_new`` answers: not told
+  (``seen_lasts``);
 - a verdict: an origin's robots.txt replaced (``RobotsGate.generation``) or the
   blocklist changed (``Blocklist.generation``): the loop starts a new epoch, and
   the parser process starts the job's set again. Answers already on their way

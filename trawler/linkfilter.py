@@ -3,7 +3,9 @@
 Order of the checks is by cost: normalisation first (it is needed for
 everything else), then the cheap set and regex checks. Each rejected link is
 counted by its reason, so `trawler stats` can say why URLs were left out.
-Seen-set dedup is the frontier's job and comes after this filter.
+Seen-set dedup is the frontier's job and comes after this filter; in a parser
+process, the links the loop says it has taken already are left out first
+(``known``: knownlinks.py).
 
 Links repeat: every page of a site links its navigation, and the crawl
 benchmark's pages link the same URLs in several spellings. What the filter

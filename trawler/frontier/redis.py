@@ -106,7 +106,7 @@ class RedisFrontier(HeldHosts, BucketSweep, FrontierUpkeep):
     URL while that service (the page store) is down, so results do not pile up.
     """
 
-    # Its seen set is Redis's, the job's workers' together: not vouched for here.
+    # Its seen set is Redis's, added to by COMMIT: filter_new's "new" is not lasting.
     seen_lasts = False
 
     def __init__(
