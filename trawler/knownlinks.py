@@ -59,8 +59,12 @@ class KnownNews:
 
     def tell(self, fps: Iterable[int], stamp: Stamp) -> None:
         """``fps`` reached the seen set under the verdicts of ``stamp``; a new stamp
-        starts a new epoch (what was told before is void)."""
+        starts a new epoch (what was told before is void), an older one is void
+        itself (a page whose verdicts were taken before another page's)."""
         if stamp != self._stamp:
+            old = self._stamp
+            if old is not None and (stamp[0] < old[0] or stamp[1] < old[1]):
+                return
             self._stamp = stamp
             self.epoch += 1
             self._fps = []

@@ -71,6 +71,8 @@ def test_a_new_epoch_or_another_run_starts_with_nothing_known() -> None:
     assert set(known_of(run.take())) == {4}
     run.tell([], (1, 1))  # the blocklist changed
     assert set(known_of(run.take())) == set()
+    run.tell([5], (1, 0))  # verdicts taken before that change: void too
+    assert set(known_of(run.take())) == set()
     assert known_of(None) == ()
 
 
