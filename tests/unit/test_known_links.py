@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from trawler import knownlinks
@@ -151,5 +149,4 @@ async def test_inline_analysis_is_told_nothing() -> None:
     pool.start([HOST])
     pool.tell_known([fp("/a")], (0, 0))
     assert await requested(pool, "/a", "/b") == ["/a", "/b"]
-    await asyncio.sleep(0)
     pool.close()
