@@ -22,7 +22,6 @@ from trawler.blocklist import Blocklist
 from trawler.config import CrawlConfig
 from trawler.frontier.base import Frontier
 from trawler.frontier.importance import Importance
-from trawler.knownlinks import Stamp
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import NOT_HTML
 from trawler.provenance import CANONICAL, LINK, REDIRECT, SITEMAP, Found, SkipsKept, trap_rule
@@ -94,8 +93,13 @@ class Discovery:
         pairs = zip(analysis.requests, analysis.anchors, strict=False)
         found = Found(request.url, {r.url: anchor for r, anchor in pairs})
         found.skips += [(url, reason, anchor, LINK) for url, reason, anchor in analysis.skipped]
-        discovered = self._robots_checked(analysis.requests, found)
-        known = self._known_links(discovered) if self.tell_known else None
+        # The page links that go on to the seen set allowed by robots.txt (not merely
+        # not known to be disallowed), under the verdicts' stamp; none while a domain
+        # is blocked (told all the same: a new stamp starts a new epoch).
+        known: list[int] | None = [] if self.tell_known else None
+        stamp = (self.robots_generation(), self.blocklist.generation)
+        collect = None if self.blocklist.active else known
+        discovered = self._robots_checked(analysis.requests, found, collect)
         if request.kind == "sitemap" and page.error == NOT_HTML:
             page.error = None  # a sitemap is not HTML by nature
             discovered += await self._sitemap(request, result, page, found)
@@ -110,23 +114,13 @@ class Discovery:
             discovered = self._not_blocked(discovered, found)
         fresh = await frontier.filter_new(discovered)
         if known is not None:  # in the seen set now
-            self.analysis.tell_known(*known)
+            self.analysis.tell_known(known, stamp)
         unit.discovered = self.links.within_host_budget(fresh)
         found.left_out(fresh, unit.discovered, "host_budget")
         unit.provenance = found.rows(unit.discovered, self.skips_kept, self.skip_detail)
         if self.importance is not None:  # --priority importance: its cash to its links
             self.importance.spread(request, discovered, unit.discovered)
         return page
-
-    def _known_links(self, requests: list[CrawlRequest]) -> tuple[list[int], Stamp]:
-        """The fingerprints of a page's link requests that go on to the seen set
-        allowed by robots.txt (not merely not known to be disallowed), with the
-        verdicts' stamp; none while a domain is blocked."""
-        stamp = (self.robots_generation(), self.blocklist.generation)
-        if self.blocklist.active:
-            return [], stamp
-        allows = self.links.robots_allows
-        return [request.fp for request in requests if allows(request.url)], stamp
 
     def skip_detail(self, reason: str, url: str) -> str | None:
         """The rule that left ``url`` out for ``reason``, in words (provenance.py)."""
@@ -148,8 +142,10 @@ class Discovery:
         found.found(requests, via)
         return requests
 
-    def _robots_checked(self, requests: list[CrawlRequest], found: Found) -> list[CrawlRequest]:
-        kept = self.links.robots_checked(requests)
+    def _robots_checked(
+        self, requests: list[CrawlRequest], found: Found, allowed: list[int] | None = None
+    ) -> list[CrawlRequest]:
+        kept = self.links.robots_checked(requests, allowed)
         found.left_out(requests, kept, "robots")
         return kept
 

@@ -161,14 +161,24 @@ class LinkFilter:
         digest = self.digest(url)
         return None if digest is None else digest[0]
 
-    def robots_checked(self, requests: list[CrawlRequest]) -> list[CrawlRequest]:
-        """Drop requests a cached robots.txt disallows (the rest is checked at fetch time)."""
+    def robots_checked(
+        self, requests: list[CrawlRequest], allowed: list[int] | None = None
+    ) -> list[CrawlRequest]:
+        """Drop requests a cached robots.txt disallows (the rest is checked at fetch
+        time); ``allowed`` gets the fingerprints of those it allows (knownlinks.py)."""
         kept = []
+        allows = self.robots_allows
+        dropped = 0
         for request in requests:
-            if self.robots_allows(request.url) is False:
-                self.rejected["robots"] += 1
-            else:
-                kept.append(request)
+            verdict = allows(request.url)
+            if verdict is False:
+                dropped += 1
+                continue
+            kept.append(request)
+            if verdict and allowed is not None:
+                allowed.append(request.fp)
+        if dropped:
+            self.rejected["robots"] += dropped
         return kept
 
     def reject_reason(self, url: str, host: str | None = None) -> str | None:

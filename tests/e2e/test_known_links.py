@@ -17,7 +17,6 @@ from tests.e2e.conftest import Served, start_testsite
 from trawler.config import CrawlConfig
 from trawler.discovery import Discovery
 from trawler.engine import Crawler
-from trawler.knownlinks import Stamp
 from trawler.linkfilter import LinkFilter
 from trawler.provenance import Found
 from trawler.records import CrawlRequest
@@ -44,10 +43,12 @@ def crawl(served: Served, data: Path, processes: int) -> tuple[Decisions, int]:
     carried = 0
     robots_checked = LinkFilter.robots_checked
 
-    def counting(self: LinkFilter, requests: list[CrawlRequest]) -> list[CrawlRequest]:
+    def counting(
+        self: LinkFilter, requests: list[CrawlRequest], allowed: list[int] | None = None
+    ) -> list[CrawlRequest]:
         nonlocal carried
         carried += len(requests)
-        return robots_checked(self, requests)
+        return robots_checked(self, requests, allowed)
 
     LinkFilter.robots_checked = counting  # type: ignore[method-assign]
     try:
@@ -101,19 +102,19 @@ def test_the_comparison_sees_links_left_out_wrongly(
     """A twin whose loop tells the parser process the links robots.txt disallows
     too counts fewer of them rejected: the test above can fail."""
     inline, _ = crawl(one_host, tmp_path / "inline", 0)
-    disallowed: list[int] = []
-    robots_checked, known_links = Discovery._robots_checked, Discovery._known_links
+    robots_checked = Discovery._robots_checked
 
-    def remembering(self: Discovery, requests: list[CrawlRequest], found: Found) -> list:
-        kept = robots_checked(self, requests, found)
-        disallowed.extend(r.fp for r in requests if r not in kept)
+    def over_telling(
+        self: Discovery,
+        requests: list[CrawlRequest],
+        found: Found,
+        allowed: list[int] | None = None,
+    ) -> list[CrawlRequest]:
+        kept = robots_checked(self, requests, found, allowed)
+        if allowed is not None:
+            allowed += [r.fp for r in requests if r not in kept]
         return kept
 
-    def over_telling(self: Discovery, requests: list[CrawlRequest]) -> tuple[list[int], Stamp]:
-        fps, stamp = known_links(self, requests)
-        return fps + disallowed, stamp
-
-    monkeypatch.setattr(Discovery, "_robots_checked", remembering)
-    monkeypatch.setattr(Discovery, "_known_links", over_telling)
+    monkeypatch.setattr(Discovery, "_robots_checked", over_telling)
     told, _ = crawl(one_host, tmp_path / "told", 1)
     assert told[1]["rejected.robots"] < inline[1]["rejected.robots"]
