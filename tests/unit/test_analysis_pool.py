@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import fcntl
 import os
-import pickle
 import sys
 import time
 import types
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,9 +18,9 @@ from trawler import analysis, parsers
 from trawler.analysis import AnalysisPool
 from trawler.config import CrawlConfig
 from trawler.dedup import url_fingerprint
-from trawler.parserpipe import _READ_BYTES, PIPE_BYTES, ParserBroken
+from trawler.parserpipe import _READ_BYTES, PIPE_BYTES, ParserBroken, dumps_answer, loads_answer
 from trawler.parsers import ParserProcesses
-from trawler.records import CrawlRequest, FetchResult
+from trawler.records import CrawlRequest, FetchResult, Link
 
 pytestmark = pytest.mark.timeout(120)
 PAGES = 300
@@ -230,7 +230,27 @@ def test_answers_bigger_than_a_read_arrive_whole_even_from_a_process_that_then_d
 
 def _framed(answer: bytes) -> int:
     """Bytes on the pipe for a function's answer (parserpipe.serve)."""
-    return 4 + len(pickle.dumps((True, answer), protocol=pickle.HIGHEST_PROTOCOL))
+    return 4 + len(dumps_answer((True, answer)))
+
+
+def test_plain_answers_go_marshalled_the_rest_pickled_all_as_they_were() -> None:
+    """An answer of plain values goes marshalled (parserpipe.py); one holding anything
+    marshal cannot write, or would write as another type, goes pickled: each comes
+    back equal and of the same types."""
+    plain = (True, [(("http://a/", 1, None, 2.5, False, b"\x00"), {"nofollow": 2}, [])])
+    others = [
+        (True, Counter(robots=1)),
+        (False, ValueError("bad page")),
+        (True, [Link("http://a/", False, None, None)]),
+    ]
+    assert dumps_answer(plain)[:1] == b"M"
+    assert loads_answer(dumps_answer(plain)) == plain
+    for answer in others:
+        data = dumps_answer(answer)
+        assert data[:1] == b"P"
+        back = loads_answer(data)
+        assert type(back[1]) is type(answer[1])
+        assert repr(back) == repr(answer)
 
 
 @pytest.mark.parametrize("hidden", [True, False])
