@@ -135,7 +135,7 @@ async def _through_pool(pool: AnalysisPool | None, pages: list[Page]) -> None:
     await asyncio.gather(*tasks)
 
 
-def _timed_batch(setup: tuple[str, str], items: list) -> list[tuple]:
+def _timed_batch(setup: tuple[str, str], items: list, news: object = None) -> list[tuple]:
     """``analyse_batch``, counting its CPU time (runs in the parser process).
 
     thread_time, not process_time: Linux adds a running thread's CPU to the
@@ -143,7 +143,7 @@ def _timed_batch(setup: tuple[str, str], items: list) -> list[tuple]:
     this short land in whatever runs next (the answer's write, here)."""
     started = time.thread_time()
     try:
-        return analysis.analyse_batch(setup, items)
+        return analysis.analyse_batch(setup, items, news)  # type: ignore[arg-type]
     finally:
         _IN_BATCH_S[0] += time.thread_time() - started
 
@@ -349,4 +349,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as the module, not as __main__: the functions sent to the parser process
+    # (_timed_batch, _batch_cpu_s) must be importable there by name, and a parser
+    # process does not run the parent's __main__ (parsers.py); as __main__ each
+    # batch broke the process (ParserBroken).
+    import bench_parsepool
+
+    bench_parsepool.main()
