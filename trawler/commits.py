@@ -4,9 +4,9 @@ Results collect in a batch (store/base.py ``CommitBatch``) that a commit makes
 durable every ``COMMIT_INTERVAL_S``, or sooner once it holds
 ``COMMIT_MAX_ITEMS`` rows; only in the backend's commit are discovered URLs
 scheduled and leases acknowledged. While one commit runs, the next batch grows
-up to ``limit`` rows; then the tasks that would add to it wait for the commit
-(``room``): discovery never outruns the commit, and tasks with nothing to add
-go on fetching meanwhile.
+up to ``limit`` rows or ``limit_bytes`` of pages; then the tasks that would add
+to it wait for the commit (``room``): discovery never outruns the commit, memory
+never outruns the writer, and tasks with nothing to add go on fetching meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 # While a commit runs, the next batch grows up to this many rows, then the tasks that
 # would add to it wait for the commit.
 BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
+# ... and up to this many bytes of pages (CommitBatch.bytes). Rows alone let it hold
+# ~20,000 pages: on the 2,000-host benchmark beside a busy loop (the writer behind)
+# commits of 6,000-7,000 pages came 6 s apart and the crawl process grew by ~170 MB,
+# past the 400 MB the whole crawl is to stay under (bench/RESULTS.md, session 42).
+# A batch of the benchmark's 0.25 s holds ~6 MB.
+BATCH_LIMIT_BYTES = 16 << 20
 
 
 class Commits:
@@ -35,12 +41,14 @@ class Commits:
         self.take_counters = take_counters
         self.batch = CommitBatch()
         self.limit = BATCH_LIMIT_ITEMS
+        self.limit_bytes = BATCH_LIMIT_BYTES
         self._wanted = asyncio.Event()
         self._taken = asyncio.Event()  # set (and replaced) when a commit takes the batch
 
-    def add(self, outcome: UrlOutcome) -> None:
-        """A URL's whole outcome, at once (no await between its parts)."""
-        self.batch.add(outcome)
+    def add(self, outcome: UrlOutcome, size: int = 0) -> None:
+        """A URL's whole outcome, at once (no await between its parts); ``size``: the
+        bytes its page holds (throttle.py's estimate)."""
+        self.batch.add(outcome, size)
         if len(self.batch) >= COMMIT_MAX_ITEMS:
             self._wanted.set()
 
@@ -50,7 +58,7 @@ class Commits:
 
     async def room(self) -> None:
         """Back-pressure: a full batch waits for the commit (the one running, then its own)."""
-        while len(self.batch) >= self.limit:
+        while len(self.batch) >= self.limit or self.batch.bytes >= self.limit_bytes:
             self._wanted.set()
             await self._taken.wait()
 

@@ -218,7 +218,7 @@ class UrlFlow:
                 outcome.result = _internal_error(request.url, exc)
                 await self._analyse(outcome)
             await self.commits.room()
-            self.commits.add(outcome)  # no await since the analysis: one commit gets it all
+            self.commits.add(outcome, size)  # no await since the analysis: one commit gets it all
         finally:
             self.analysing.give(size)
 

@@ -19,6 +19,7 @@ from trawler.engine import Crawler
 from trawler.store.base import CommitBatch
 from trawler.store.embedded import EmbeddedBackend
 from trawler.store.sqlite import DB_NAME
+from trawler.throttle import PAGE_OVERHEAD_BYTES
 from trawler.urls import normalise
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,6 +29,7 @@ PAGES = 400  # a host
 FANOUT = 10  # links a page: one outcome is at most 2 + FANOUT rows
 LIMIT = 60
 HELD_S = 1.5
+LIMIT_BYTES = 16 * PAGE_OVERHEAD_BYTES  # ~15 of these small pages (~30 are fetched meanwhile)
 
 
 def tree_site() -> dict:
@@ -39,8 +41,11 @@ def tree_site() -> dict:
     return {str(host): script for host in range(HOSTS)}
 
 
-async def crawl_with_one_commit_held(seeds: list[str], data: Path) -> list[int]:
-    """Crawl, holding up the first commit that has pages; the size of every batch."""
+async def crawl_with_one_commit_held(
+    seeds: list[str], data: Path, by_bytes: bool = False
+) -> list[int]:
+    """Crawl, holding up the first commit that has pages; the size of every batch
+    (its rows, or with ``by_bytes`` its pages' bytes and a limit in bytes only)."""
     config = CrawlConfig(
         allow_private=True, delay_s=0, parse_processes=0, concurrency=16,
         sitemaps=False, scope="any", max_crawl_delay_s=0.01,
@@ -48,12 +53,15 @@ async def crawl_with_one_commit_held(seeds: list[str], data: Path) -> list[int]:
     backend = EmbeddedBackend(data)
     backend.store.create_job(config)
     crawler = Crawler(config, backend, seeds=[[normalise(seed) or seed for seed in seeds]])
-    crawler.commits.limit = LIMIT
+    if by_bytes:
+        crawler.commits.limit_bytes = LIMIT_BYTES
+    else:
+        crawler.commits.limit = LIMIT
     sizes: list[int] = []
     commit = backend.commit
 
     async def commit_held_once(batch: CommitBatch) -> None:
-        sizes.append(len(batch))
+        sizes.append(batch.bytes if by_bytes else len(batch))
         if batch.pages > 5 and len(sizes) < 100 and not held:
             held.append(batch)
             await backend._in_writer(time.sleep, HELD_S)  # the writer thread is busy
@@ -77,5 +85,22 @@ def test_the_batch_waiting_on_a_commit_is_bounded(tmp_path: Path) -> None:
     assert largest <= LIMIT + 2 + FANOUT, f"a batch grew to {largest} rows (limit {LIMIT})"
     # Fetching went on while the commit was held: the next batch filled up to its limit.
     assert largest >= LIMIT, sizes
+    stored = sqlite3.connect(tmp_path / "d" / DB_NAME).execute("SELECT count(*) FROM pages")
+    assert stored.fetchone()[0] == HOSTS * (PAGES + 1)
+
+
+def test_the_batch_waiting_on_a_commit_is_bounded_in_bytes_too(tmp_path: Path) -> None:
+    """Rows are not memory: the batch stops growing at its bytes of pages, whatever
+    its rows (commits.py, BATCH_LIMIT_BYTES)."""
+    server = start_scripted(tmp_path, tree_site())
+    try:
+        seeds = [base + "/" for base in server.bases]
+        sizes = asyncio.run(crawl_with_one_commit_held(seeds, tmp_path / "d", by_bytes=True))
+    finally:
+        server.stop()
+    largest = max(sizes)
+    # One page over the limit at most: the one whose room was checked before it.
+    assert largest <= LIMIT_BYTES + 2 * PAGE_OVERHEAD_BYTES, (largest, LIMIT_BYTES)
+    assert largest >= LIMIT_BYTES, sizes
     stored = sqlite3.connect(tmp_path / "d" / DB_NAME).execute("SELECT count(*) FROM pages")
     assert stored.fetchone()[0] == HOSTS * (PAGES + 1)

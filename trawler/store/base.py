@@ -95,11 +95,16 @@ class CommitBatch:
     revisits: list[RevisitOutcome] = field(default_factory=list)
     pages: int = 0  # outcomes with a page
     items: int = 0  # rows this batch will write, to commit early when it grows
+    # What its pages hold in memory (their bodies and ~8 KB each, throttle.py's
+    # estimate), as told by ``add``: the batch growing while a commit runs is
+    # bounded by it too (commits.py).
+    bytes: int = 0
 
-    def add(self, outcome: UrlOutcome) -> None:
+    def add(self, outcome: UrlOutcome, size: int = 0) -> None:
         self.outcomes.append(outcome)
         self.pages += outcome.page is not None
         self.items += 1 + len(outcome.attempts) + len(outcome.discovered)
+        self.bytes += size
 
     def add_revisit(self, outcome: RevisitOutcome) -> None:
         self.revisits.append(outcome)
