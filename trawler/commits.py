@@ -27,9 +27,9 @@ COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
 # ... and up to this many bytes of pages (CommitBatch.bytes). Rows alone let it hold
 # ~20,000 pages: on the 2,000-host benchmark beside a busy loop (the writer behind)
-# commits of 6,000-7,000 pages came 6 s apart and the crawl process grew by ~170 MB,
-# past the 400 MB the whole crawl is to stay under (bench/RESULTS.md, session 42).
-# A batch of the benchmark's 0.25 s holds ~6 MB.
+# commits of up to 7,361 pages came 6 s apart and the crawl process peaked at 445-535
+# MB, against 311-334 with this bound (bench/RESULTS.md, issue 14, session 42). A
+# batch of the benchmark's 0.25 s holds ~6 MB.
 BATCH_LIMIT_BYTES = 16 << 20
 
 
