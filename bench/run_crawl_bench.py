@@ -320,15 +320,28 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
 
 
 def code_version() -> dict[str, object]:
-    """The commit benchmarked, and trawler/ files changed since (others edit in parallel)."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
+    """The commit benchmarked, and trawler/ files changed since (others edit in parallel):
+    of the tree the crawl imports ``trawler`` from (``PYTHONPATH`` may name a worktree)."""
+    tree = _trawler_tree()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True)
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "trawler"], cwd=ROOT, capture_output=True, text=True
+        ["git", "status", "--porcelain", "--", "trawler"], cwd=tree, capture_output=True, text=True
     )  # fmt: skip
     return {
+        "tree": str(tree),
         "commit": head.stdout.decode().strip(),
         "trawler_uncommitted": sorted(line[3:] for line in dirty.stdout.splitlines()),
     }
+
+
+def _trawler_tree() -> Path:
+    """The checkout whose ``trawler`` package the crawl's interpreter imports."""
+    found = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-c", "import trawler; print(trawler.__file__)"],
+        capture_output=True, text=True, cwd="/",
+    )  # fmt: skip
+    path = found.stdout.strip()
+    return Path(path).parent.parent if found.returncode == 0 and path else ROOT
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

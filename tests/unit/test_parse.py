@@ -61,6 +61,22 @@ def test_svg_title_is_not_the_page_title():
     assert page.title is None
 
 
+def test_title_is_the_first_outside_svg_and_template():
+    page = parse(
+        "<head><template><title>inert</title></template></head>"
+        "<body><svg><title>icon</title></svg><title>Real</title><title>Second</title></body>"
+    )
+    assert page.title == "Real"
+
+
+def test_title_inside_a_site_wide_block_is_still_the_title():
+    # document.title is the first <title> wherever it is; leaving the boilerplate
+    # out of the main text must not take the title with it.
+    page = parse("<body><header><title>Head</title></header><nav>menu</nav><p>hi</p></body>")
+    assert page.title == "Head"
+    assert page.main_text == "hi"
+
+
 def test_visible_text_excludes_invisible_elements():
     page = parse(
         "<html><head><title>T</title><style>h1{}</style><script>var head=1</script></head>"
