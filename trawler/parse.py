@@ -63,8 +63,12 @@ def parse_html(
     page.links = _links(elements["a"], resolver, max_links)
     page.canonical = _canonical(elements["link"], resolver)
     _read_meta(elements["meta"], page, agent_token.lower())
-    page.title = _title(elements["title"])
+    titles = elements["title"]
+    title = titles[0] if titles and _rendered(titles[0]) else None
     page.text = _visible_text(tree)  # mutates the tree: must come last but one
+    if title is None and titles:  # the first <title> is an <svg>'s or the like:
+        title = tree.css_first("title")  # the first once those are out
+    page.title = _collapse(title.text()) if title is not None else None
     page.main_text = _main_text(tree, page.text)
     return page
 
@@ -86,18 +90,19 @@ def _elements(tree: LexborHTMLParser) -> dict[str, list[LexborNode]]:
     return found
 
 
-def _title(titles: list[LexborNode]) -> str | None:
-    """The first <title> a browser would read as the page's: none inside an <svg> (its
-    own title element) nor inside an element whose content is no page text, wherever
-    it stands (``document.title``). Found in the one walk: a ``css_first("title")`` of
-    its own walked the tree again (1.5 % of ``parse_html``, bench/bench_parse_pair.py)."""
-    for node in titles:
-        parent = node.parent
-        while parent is not None and parent.tag not in _INVISIBLE:
-            parent = parent.parent
-        if parent is None:
-            return _collapse(node.text())
-    return None
+def _rendered(node: LexborNode) -> bool:
+    """Whether ``node`` is in no element whose content is no page text (an <svg> has
+    <title>s of its own). The page's title is the first <title> wherever it stands
+    (``document.title``), mostly the first the walk found: taken from there, the
+    title costs no walk of its own (a ``css_first("title")`` did, 1.5 % of
+    ``parse_html``: bench/bench_parse_pair.py). One node's ancestors, not every
+    title's: an <svg> holding thousands of nested titles costs one walk up."""
+    parent = node.parent
+    while parent is not None:
+        if parent.tag in _INVISIBLE:
+            return False
+        parent = parent.parent
+    return True
 
 
 def _base_href(bases: list[LexborNode], url: str) -> str | None:
