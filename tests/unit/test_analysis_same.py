@@ -170,7 +170,8 @@ def test_canonical_elsewhere_as_the_crawl_loop_found_it() -> None:
 def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage:
     """What parse_html read from a page before it found the elements in one walk:
     one css() query per kind of element, as parse.py did (and still does for the
-    text and the title)."""
+    text). The title: the first <title> once the invisible elements are out, and
+    before the site-wide blocks are (a <title> in a <header> is the page's)."""
     text, _ = decode_html(body, charset)
     tree = LexborHTMLParser(text.encode("utf-8", "replace"))
     page = ParsedPage()
@@ -180,6 +181,8 @@ def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage
     page.canonical = parse._canonical(tree.css("link[rel][href]"), resolver)
     parse._read_meta(tree.css("meta[name]"), page, "trawler")
     page.text = parse._visible_text(tree)
+    title = tree.css_first("title")
+    page.title = parse._collapse(title.text()) if title is not None else None
     main = tree.css_first("main") or parse._only(tree.css("article"))
     if main is not None:
         page.main_text = " ".join(main.text(separator=" ").split())
@@ -188,8 +191,6 @@ def one_query_per_kind(body: bytes, url: str, charset: str | None) -> ParsedPage
     else:
         tree.strip_tags(["nav", "header", "footer", "aside"], recursive=True)
         page.main_text = " ".join(tree.body.text(separator=" ").split()) if tree.body else ""
-    title = tree.css_first("title")
-    page.title = parse._collapse(title.text()) if title is not None else None
     return page
 
 
