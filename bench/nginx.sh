@@ -3,6 +3,7 @@
 #
 #   bench/nginx.sh [start] [--hosts 1000] [--pages 20] [--port 8800] [--out DIR] [--workers N]
 #   bench/nginx.sh stop [--out DIR]
+#   bench/nginx.sh install
 #
 # start installs nginx from Debian when missing, writes the site with
 # bench/make_nginx_site.py, (re)starts nginx on it and prints "ready".
@@ -105,8 +106,11 @@ case $ACTION in
     stop)
         stop_nginx
         ;;
+    install)  # only that: run_crawl_pair.py, before two starts at once race apt-get
+        ensure_nginx
+        ;;
     *)
-        echo "usage: $0 [start|stop] [--hosts N] [--pages N] [--port N] [--out DIR]" >&2
+        echo "usage: $0 [start|stop|install] [--hosts N] [--pages N] [--port N] [--out DIR]" >&2
         exit 2
         ;;
 esac

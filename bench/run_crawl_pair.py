@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench/work/pair")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    # Two run_crawl_bench.py at once would both install nginx when it is missing.
+    subprocess.run(["bash", str(ROOT / "bench/nginx.sh"), "install"], check=True, cwd=ROOT,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
     ratios: dict[str, list[float]] = {"all": [], "parser": [], "loop": []}
     for round_ in range(1, args.rounds + 1):
         trees = [("old", args.old), ("new", args.new)]
