@@ -41,7 +41,7 @@ def _run(tree: Path, port: int, slot: int, args: argparse.Namespace, out: Path) 
         "--work", str(ROOT / f"bench/work/pair{slot}"), "--json-out", str(out),
     ]  # fmt: skip
     log = out.with_suffix(".log").open("w")
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -67,7 +67,7 @@ def main() -> None:
             (name, _run(tree, port, slot, args, args.out / f"{round_}-{name}.json"))
             for slot, ((name, tree), port) in enumerate(zip(trees, PORTS, strict=True), 1)
         ]
-        if any(run.wait() for _, run in runs):
+        if any([run.wait() for _, run in runs]):  # a list: wait for both
             sys.exit(f"round {round_}: a crawl failed (logs in {args.out})")
         old, new = (
             json.loads((args.out / f"{round_}-{n}.json").read_text()) for n in ("old", "new")
