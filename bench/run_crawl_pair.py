@@ -17,7 +17,8 @@ The two crawls share the two cores: with 1,000 hosts each (2,000 requests/s toge
 1 request/s per host) the machine is saturated, and a crawl beside another costs less
 CPU a page than alone (RESULTS, session 42); ``--hosts 600`` leaves the cores some
 idle time. The figures compare trees, they are not the benchmark's absolute ones.
-Two runs of the same tree this way: within 1.2 % (session 43).
+Two runs of the same tree this way: 1.2 to 2.2 % apart (session 43), so a difference
+needs several rounds, all one way, and more than ~2 %, to be read.
 """
 
 from __future__ import annotations
