@@ -1,6 +1,7 @@
 """What the benchmarks read from /proc: a process's CPU and memory, its children's,
 the whole machine's CPU by kind, and nginx's processes (found from their pid files,
-given priority over the crawler). Linux only.
+given priority over the crawler); and what ran: the interpreter, the code's tree and
+commit. Linux only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 import time
 import zlib
 from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent  # the checkout the bench scripts are in
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -147,3 +150,28 @@ def interpreter(python: Path) -> dict[str, object]:
     library loaded beside it (slower calls) rather than linked in."""
     out = subprocess.run([str(python), "-c", _INTERPRETER], check=True, capture_output=True)
     return json.loads(out.stdout)
+
+
+def code_version(python: Path) -> dict[str, object]:
+    """The commit benchmarked, and trawler/ files changed since (others edit in parallel):
+    of the tree the crawl imports ``trawler`` from (``PYTHONPATH`` may name a worktree)."""
+    tree = _trawler_tree(python)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "trawler"], cwd=tree, capture_output=True, text=True
+    )  # fmt: skip
+    return {
+        "tree": str(tree),
+        "commit": head.stdout.decode().strip(),
+        "trawler_uncommitted": sorted(line[3:] for line in dirty.stdout.splitlines()),
+    }
+
+
+def _trawler_tree(python: Path) -> Path:
+    """The checkout whose ``trawler`` package ``python`` imports."""
+    found = subprocess.run(
+        [str(python), "-c", "import trawler; print(trawler.__file__)"],
+        capture_output=True, text=True, cwd="/",
+    )  # fmt: skip
+    path = found.stdout.strip()
+    return Path(path).parent.parent if found.returncode == 0 and path else _ROOT

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling bench module
 
 import access_log  # noqa: E402
 from procstat import (  # noqa: E402
+    code_version,
     interpreter,
     machine_cpu_s,
     machine_speed_ms,
@@ -319,31 +320,6 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
     }
 
 
-def code_version() -> dict[str, object]:
-    """The commit benchmarked, and trawler/ files changed since (others edit in parallel):
-    of the tree the crawl imports ``trawler`` from (``PYTHONPATH`` may name a worktree)."""
-    tree = _trawler_tree()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True)
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", "trawler"], cwd=tree, capture_output=True, text=True
-    )  # fmt: skip
-    return {
-        "tree": str(tree),
-        "commit": head.stdout.decode().strip(),
-        "trawler_uncommitted": sorted(line[3:] for line in dirty.stdout.splitlines()),
-    }
-
-
-def _trawler_tree() -> Path:
-    """The checkout whose ``trawler`` package the crawl's interpreter imports."""
-    found = subprocess.run(
-        [str(ROOT / ".venv/bin/python"), "-c", "import trawler; print(trawler.__file__)"],
-        capture_output=True, text=True, cwd="/",
-    )  # fmt: skip
-    path = found.stdout.strip()
-    return Path(path).parent.parent if found.returncode == 0 and path else ROOT
-
-
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -366,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     lock_work_dir(args.work)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
     speed_ms = machine_speed_ms()  # before nginx and the crawl: the machine idle
-    version = code_version()  # before the run: the child imports trawler/ as it is now
+    # Before the run: the child imports trawler/ as it is now.
+    version = code_version(ROOT / ".venv/bin/python")
     nginx("start", args)
     prioritise_nginx(args.work / "site")
     data = Path(tempfile.mkdtemp(prefix="data-", dir=args.work))

@@ -41,9 +41,9 @@ def _run(tree: Path, port: int, slot: int, args: argparse.Namespace, out: Path) 
         "--hosts", str(args.hosts), "--pages", str(args.pages), "--port", str(port),
         "--work", str(ROOT / f"bench/work/pair{slot}"), "--json-out", str(out),
     ]  # fmt: skip
-    log = out.with_suffix(".log").open("w")
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
-    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with out.with_suffix(".log").open("w") as log:  # the child has its own copy
+        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main() -> None:
@@ -65,10 +65,10 @@ def main() -> None:
         if round_ % 2 == 0:
             trees.reverse()
         runs = [
-            (name, _run(tree, port, slot, args, args.out / f"{round_}-{name}.json"))
+            _run(tree, port, slot, args, args.out / f"{round_}-{name}.json")
             for slot, ((name, tree), port) in enumerate(zip(trees, PORTS, strict=True), 1)
         ]
-        if any([run.wait() for _, run in runs]):  # a list: wait for both
+        if any([run.wait() for run in runs]):  # a list: wait for both
             sys.exit(f"round {round_}: a crawl failed (logs in {args.out})")
         old, new = (
             json.loads((args.out / f"{round_}-{n}.json").read_text()) for n in ("old", "new")

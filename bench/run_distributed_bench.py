@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))  # tests/servers.py
 
 import access_log  # noqa: E402
 import redis  # noqa: E402
+from procstat import code_version  # noqa: E402
 
 from tests.servers import PostgresServer, RedisServer, start_postgres, start_redis  # noqa: E402
 
@@ -355,11 +356,6 @@ def lock_work_dir(work: Path) -> int:
     return fd
 
 
-def code_version() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True)
-    return head.stdout.decode().strip()
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.work = args.work.resolve()
@@ -383,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.keep_nginx:
             nginx("stop", args)
     result = {
-        "commit": code_version(),
+        "commit": code_version(ROOT / ".venv/bin/python")["commit"],
         "hosts": args.hosts,
         "pages_per_host": args.pages,
         "nproc": os.cpu_count(),

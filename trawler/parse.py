@@ -65,7 +65,7 @@ def parse_html(
     _read_meta(elements["meta"], page, agent_token.lower())
     titles = elements["title"]
     title = titles[0] if titles and _rendered(titles[0]) else None
-    page.text = _visible_text(tree)  # mutates the tree: must come last but one
+    page.text = _visible_text(tree)  # mutates the tree: the walk's nodes are read above
     if title is None and titles:  # the first <title> is an <svg>'s or the like:
         title = tree.css_first("title")  # the first once those are out
     page.title = _collapse(title.text()) if title is not None else None

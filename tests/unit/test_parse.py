@@ -69,12 +69,6 @@ def test_title_is_the_first_outside_svg_and_template():
     assert page.title == "Real"
 
 
-def test_title_after_many_nested_svg_titles():
-    nested = "<g><title>icon</title>" * 200 + "</g>" * 200
-    page = parse(f"<body><svg>{nested}</svg><p>x</p><title>Real</title></body>")
-    assert page.title == "Real"
-
-
 def test_title_inside_a_site_wide_block_is_still_the_title():
     # document.title is the first <title> wherever it is; leaving the boilerplate
     # out of the main text must not take the title with it.
