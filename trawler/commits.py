@@ -25,7 +25,7 @@ COMMIT_MAX_ITEMS = 2000  # commit early when a batch grows past this
 # While a commit runs, the next batch grows up to this many rows, then the tasks that
 # would add to it wait for the commit.
 BATCH_LIMIT_ITEMS = 20 * COMMIT_MAX_ITEMS
-# ... and up to this many bytes of pages (CommitBatch.bytes). Rows alone let it hold
+# ... and up to this many bytes of pages (CommitBatch.size_bytes). Rows alone let it hold
 # ~20,000 pages: on the 2,000-host benchmark beside a busy loop (the writer behind)
 # commits of up to 7,361 pages came 6 s apart and the crawl process peaked at 445-535
 # MB, against 311-334 with this bound (bench/RESULTS.md, issue 14, session 42). A
@@ -58,7 +58,7 @@ class Commits:
 
     async def room(self) -> None:
         """Back-pressure: a full batch waits for the commit (the one running, then its own)."""
-        while len(self.batch) >= self.limit or self.batch.bytes >= self.limit_bytes:
+        while len(self.batch) >= self.limit or self.batch.size_bytes >= self.limit_bytes:
             self._wanted.set()
             await self._taken.wait()
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from tests.e2e.scripted import page, start_scripted
 
@@ -26,11 +26,11 @@ class ServeProcess:
     token: str
     log_path: Path
 
-    def client(self, token: str | None = "") -> httpx.Client:
+    def client(self, token: str | None = "") -> httpx2.Client:
         """A client sending this server's token (``token=None``: none at all)."""
         given = self.token if token == "" else token
         headers = {"Authorization": f"Bearer {given}"} if given is not None else {}
-        return httpx.Client(base_url=self.base, headers=headers, timeout=30)
+        return httpx2.Client(base_url=self.base, headers=headers, timeout=30)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
+import httpx2
 import pytest
 
 from tests.e2e.api_server import ServeProcess, crawl_scripted_site, start_serve
@@ -44,7 +44,7 @@ def finished_server(
     served.stop()
 
 
-def create_job(client: httpx.Client, site: Served, **options: object) -> str:
+def create_job(client: httpx2.Client, site: Served, **options: object) -> str:
     body = {"seeds": site.seeds, "allow_private": True, "scope": "any", "sitemaps": False,
             "max_attempts": 1, **options}  # fmt: skip
     answer = client.post("/api/v1/jobs", json=body)

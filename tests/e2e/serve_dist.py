@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from tests.e2e.api_server import ServeProcess, start_serve
 from tests.e2e.conftest import Served
@@ -54,7 +54,7 @@ def stop_all(workers: list[subprocess.Popen], serve: ServeProcess | None, site: 
     site.process.wait(10)
 
 
-def create_job(client: httpx.Client, site: Served, **options: object) -> str:
+def create_job(client: httpx2.Client, site: Served, **options: object) -> str:
     body = {"seeds": site.seeds, "allow_private": True, "scope": "any", "sitemaps": False,
             "max_attempts": 1, **options}  # fmt: skip
     answer = client.post("/api/v1/jobs", json=body)
@@ -62,7 +62,7 @@ def create_job(client: httpx.Client, site: Served, **options: object) -> str:
     return answer.json()["id"]
 
 
-def job(client: httpx.Client, job_id: str) -> dict:
+def job(client: httpx2.Client, job_id: str) -> dict:
     answer = client.get(f"/api/v1/jobs/{job_id}")
     assert answer.status_code == 200, answer.text
     return answer.json()
@@ -75,7 +75,7 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def exported_urls(client: httpx.Client, job_id: str) -> list[str]:
+def exported_urls(client: httpx2.Client, job_id: str) -> list[str]:
     import json
 
     answer = client.get(f"/api/v1/jobs/{job_id}/export", params={"format": "jsonl"})

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 from fastapi import FastAPI
 
 from trawler.api.server import ApiServer
@@ -32,7 +32,7 @@ class SseEvent:
 class Events:
     """The events of one streamed response, read as they come."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx2.Response) -> None:
         self.response = response
         self._lines = response.iter_lines()
 
@@ -58,13 +58,13 @@ class Events:
 
     def drain(self) -> None:
         """Read until the stream ends (the server closed it, or the read timed out)."""
-        with contextlib.suppress(httpx.HTTPError):
+        with contextlib.suppress(httpx2.HTTPError):
             for _ in self._lines:
                 pass
 
 
 @contextmanager
-def stream(client: httpx.Client, token: str = TOKEN) -> Iterator[Events]:
+def stream(client: httpx2.Client, token: str = TOKEN) -> Iterator[Events]:
     """GET /api/v1/events, streamed."""
     headers = {"Authorization": f"Bearer {token}"}
     with client.stream("GET", "/api/v1/events", headers=headers) as response:
@@ -78,8 +78,8 @@ class InProcess:
     server: ApiServer
     thread: threading.Thread
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=httpx.Timeout(10, read=5))
+    def client(self) -> httpx2.Client:
+        return httpx2.Client(base_url=self.base, timeout=httpx2.Timeout(10, read=5))
 
 
 @contextmanager

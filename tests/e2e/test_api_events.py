@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+import httpx2
 from fastapi import FastAPI
 
 from tests.e2e.sse import TOKEN, InProcess, serve_in_process, stream
@@ -26,7 +26,7 @@ SNAPSHOT_KEYS = {"at", "stats", "series", "jobs", "workers", "errors"}
 
 
 @contextmanager
-def served_client(app: FastAPI) -> Iterator[tuple[InProcess, httpx.Client]]:
+def served_client(app: FastAPI) -> Iterator[tuple[InProcess, httpx2.Client]]:
     with serve_in_process(app) as served, served.client() as client:
         yield served, client
 

@@ -61,7 +61,7 @@ async def crawl_with_one_commit_held(
     commit = backend.commit
 
     async def commit_held_once(batch: CommitBatch) -> None:
-        sizes.append(batch.bytes if by_bytes else len(batch))
+        sizes.append(batch.size_bytes if by_bytes else len(batch))
         if batch.pages > 5 and len(sizes) < 100 and not held:
             held.append(batch)
             await backend._in_writer(time.sleep, HELD_S)  # the writer thread is busy

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import psycopg
 import pytest
 
@@ -36,7 +36,7 @@ WINDOW = {"revisit_min_s": 0.5, "revisit_max_s": 0.5}
 class Deployment:
     site: Site
     serve: ServeProcess
-    client: httpx.Client
+    client: httpx2.Client
     redis_url: str
     postgres_url: str
     workers: list[subprocess.Popen]
@@ -170,7 +170,7 @@ def _check_versions(d: Deployment, job: str, fast: str) -> None:
     assert csv.splitlines()[0].endswith(",version")
 
 
-def _jsonl(answer: httpx.Response) -> list[dict]:
+def _jsonl(answer: httpx2.Response) -> list[dict]:
     assert answer.status_code == 200, answer.text
     return [json.loads(line) for line in answer.text.splitlines()]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import pytest
 
 from tests.e2e.api_server import ServeProcess, serving
@@ -94,7 +94,7 @@ def _is_browser(pid: int) -> bool:
     )
 
 
-def wait_finished(client: httpx.Client, ids: list[str], each_poll: Callable[[], None]) -> None:
+def wait_finished(client: httpx2.Client, ids: list[str], each_poll: Callable[[], None]) -> None:
     deadline = time.monotonic() + 180
     while any(client.get(f"/api/v1/jobs/{i}").json()["state"] != "finished" for i in ids):
         assert time.monotonic() < deadline, "jobs did not finish"
@@ -102,7 +102,7 @@ def wait_finished(client: httpx.Client, ids: list[str], each_poll: Callable[[], 
         time.sleep(0.1)
 
 
-def api_rows(client: httpx.Client, job_id: str) -> dict[str, dict]:
+def api_rows(client: httpx2.Client, job_id: str) -> dict[str, dict]:
     answer = client.get(f"/api/v1/jobs/{job_id}/pages", params={"limit": 1000})
     assert answer.status_code == 200, answer.text
     return by_path(answer.json()["pages"])

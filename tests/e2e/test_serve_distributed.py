@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -85,7 +85,7 @@ def test_jobs_crawl_on_two_workers_and_every_read_answers_over_postgres(
     assert "Traceback" not in serve.log()
 
 
-def _check_export_as_cli(client: httpx.Client, postgres: str, job_id: str) -> None:
+def _check_export_as_cli(client: httpx2.Client, postgres: str, job_id: str) -> None:
     """The API's export rows are `trawler export --postgres`'s, robots.txt rows included."""
     for kinds in ("page,sitemap", "page,sitemap,robots"):
         params = {"format": "jsonl", "kind": kinds.split(",")}
@@ -98,7 +98,7 @@ def _check_export_as_cli(client: httpx.Client, postgres: str, job_id: str) -> No
         assert any(row["kind"] == "robots" for row in api_rows) == ("robots" in kinds)
 
 
-def _check_search_as_cli(client: httpx.Client, postgres: str, job_id: str) -> None:
+def _check_search_as_cli(client: httpx2.Client, postgres: str, job_id: str) -> None:
     """The API's search (issue 17) answers as `trawler search --postgres`: the same
     hits in the same order, the same snippets, and the total counts them all."""
     titles = client.get(f"/api/v1/jobs/{job_id}/pages", params={"limit": 50}).json()["pages"]
@@ -148,7 +148,7 @@ def _check_reads(serve: ServeProcess, job_id: str, site: Served, stored: int) ->
     assert client.get("/health").json()["status"] == "ok"
 
 
-def _check_versions_before_a_pass(client: httpx.Client, job_id: str, url: str) -> None:
+def _check_versions_before_a_pass(client: httpx2.Client, job_id: str, url: str) -> None:
     """Never revisited (test_recrawl_pass_distributed.py revisits): a page has no
     versions beyond its row, and the export's rows are the pages, whichever asked."""
     versions = client.get(f"/api/v1/jobs/{job_id}/versions", params={"url": url})
@@ -160,7 +160,7 @@ def _check_versions_before_a_pass(client: httpx.Client, job_id: str, url: str) -
     assert client.post("/api/v1/jobs/nope/recrawl").status_code == 404
 
 
-def _check_cli_agrees(redis: str, postgres: str, client: httpx.Client, job_id: str) -> None:
+def _check_cli_agrees(redis: str, postgres: str, client: httpx2.Client, job_id: str) -> None:
     command = [*TRAWLER, "jobs", "show", job_id, "--redis", redis, "--postgres", postgres]
     out = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -56,13 +56,13 @@ def body(name: str, seeds: list[str], delay_s: float, **options: object) -> dict
             "parse_processes": 0, "sitemaps": False, **options}  # fmt: skip
 
 
-def create(client: httpx.Client, job: dict) -> str:
+def create(client: httpx2.Client, job: dict) -> str:
     answer = client.post("/api/v1/jobs", json=job)
     assert answer.status_code == 201, answer.text
     return str(answer.json()["id"])
 
 
-def job_state(client: httpx.Client, job_id: str) -> str:
+def job_state(client: httpx2.Client, job_id: str) -> str:
     return str(client.get(f"/api/v1/jobs/{job_id}").json()["state"])
 
 
@@ -73,7 +73,7 @@ def until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def finished(client: httpx.Client, job_id: str, timeout_s: float = 90) -> None:
+def finished(client: httpx2.Client, job_id: str, timeout_s: float = 90) -> None:
     until(lambda: job_state(client, job_id) == "finished", timeout_s, f"job {job_id} to finish")
 
 

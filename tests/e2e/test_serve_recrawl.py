@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.e2e.api_server import ServeProcess, serving, start_serve
@@ -43,13 +43,13 @@ def api(data: Path, tmp_path: Path) -> Iterator[ServeProcess]:
     yield from serving(data, tmp_path, TOKEN)
 
 
-def crawled_job(client: httpx.Client, site: Site, name: str, delay_s: float) -> str:
+def crawled_job(client: httpx2.Client, site: Site, name: str, delay_s: float) -> str:
     job_id = create(client, body(name, [site.seed], delay_s))
     finished(client, job_id)
     return job_id
 
 
-def recrawl(client: httpx.Client, job_id: str, **window: float) -> httpx.Response:
+def recrawl(client: httpx2.Client, job_id: str, **window: float) -> httpx2.Response:
     return client.post(f"/api/v1/jobs/{job_id}/recrawl", json=window or None)
 
 
@@ -252,6 +252,6 @@ def test_versions_through_the_api(site: Site, data: Path, api: ServeProcess) -> 
     assert missing.status_code == 404 and unknown.status_code == 404
 
 
-def jsonl(answer: httpx.Response) -> list[dict]:
+def jsonl(answer: httpx2.Response) -> list[dict]:
     assert answer.status_code == 200, answer.text
     return [json.loads(line) for line in answer.text.splitlines()]

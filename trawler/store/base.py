@@ -98,13 +98,13 @@ class CommitBatch:
     # What its pages hold in memory (their bodies and ~8 KB each, throttle.py's
     # estimate), as told by ``add``: the batch growing while a commit runs is
     # bounded by it too (commits.py).
-    bytes: int = 0
+    size_bytes: int = 0
 
     def add(self, outcome: UrlOutcome, size: int = 0) -> None:
         self.outcomes.append(outcome)
         self.pages += outcome.page is not None
         self.items += 1 + len(outcome.attempts) + len(outcome.discovered)
-        self.bytes += size
+        self.size_bytes += size
 
     def add_revisit(self, outcome: RevisitOutcome) -> None:
         self.revisits.append(outcome)
