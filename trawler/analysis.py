@@ -320,7 +320,10 @@ class AnalysisPool:
         if not batch or self._parsers is None:
             return
         items = [page_item(request, result) for request, result, _ in batch]
-        done = self._parsers.submit(analyse_batch, self._setup, items, self._known.take())
+        parsers = self._parsers
+        slot = parsers.least_busy()
+        news = self._known.take(slot, parsers.processes)  # each process learns all of it
+        done = parsers.submit_to(slot, analyse_batch, self._setup, items, news)
         done.add_done_callback(partial(self._deliver, batch))
 
     def _deliver(self, batch: list[Waiting], finished: asyncio.Future[list]) -> None:

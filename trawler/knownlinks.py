@@ -29,8 +29,13 @@ and be dropped as seen, until one of these changes, and then the set is not used
 Bounded: ``KNOWN_MAX`` fingerprints in a parser process (~8 MB), shared evenly
 by the runs it holds (at least ``KNOWN_MIN`` each); a run's set past its share
 starts over and fills again with the links that keep coming. A run's set is
-dropped when the run ends (``forget``). With several parser processes each
-learns what goes with its own batches.
+dropped when the run ends (``forget``). With several parser processes, each
+learns every fingerprint told, with the next batch it is sent (a page's links
+go to whichever process is least busy, not to the one its site's news went
+to): the loop keeps what some process has not been sent yet, at most
+``KNOWN_MAX`` of the epoch's latest, so a process sent no batch for that long
+misses the oldest. A process that misses news only answers with more links, as
+before this module: nothing it leaves out is unknown to the loop.
 """
 
 from __future__ import annotations
@@ -47,15 +52,20 @@ Stamp = tuple[int, int]  # (robots.txt generation, blocklist generation)
 
 
 class KnownNews:
-    """The loop's side, one a run: what to tell the parser processes next."""
+    """The loop's side, one a run: what to tell each parser process next."""
 
-    __slots__ = ("token", "epoch", "_stamp", "_fps")
+    __slots__ = ("token", "epoch", "_stamp", "_fps", "_base", "_sent")
 
     def __init__(self) -> None:
         self.token = secrets.token_hex(8)
         self.epoch = 0
         self._stamp: Stamp | None = None
+        # The epoch's fingerprints from the ``_base``-th told on: those some process
+        # has not been sent yet. ``_sent``: how many of the epoch's each process
+        # (by its slot, parsers.py) has been sent.
         self._fps: list[int] = []
+        self._base = 0
+        self._sent: dict[int, int] = {}
 
     def tell(self, fps: Iterable[int], stamp: Stamp) -> None:
         """``fps`` reached the seen set under the verdicts of ``stamp``; a new stamp
@@ -67,12 +77,28 @@ class KnownNews:
                 return
             self._stamp = stamp
             self.epoch += 1
-            self._fps = []
+            self._fps, self._base, self._sent = [], 0, {}
         self._fps.extend(fps)
+        over = len(self._fps) - KNOWN_MAX
+        if over > 0:  # a process long without a batch: it misses the oldest
+            self._fps = self._fps[over:]
+            self._base += over
 
-    def take(self) -> News:
-        fps, self._fps = self._fps, []
-        return self.token, self.epoch, fps
+    def take(self, process: int = 0, processes: int = 1) -> News:
+        """What to send parser process ``process`` (of ``processes``) with its next
+        batch: what it has not been sent of this epoch."""
+        fps, base = self._fps, self._base
+        end = base + len(fps)
+        start = max(self._sent.get(process, 0) - base, 0)  # behind the bound: what is kept
+        self._sent[process] = end
+        # What every process has been sent is kept no longer.
+        low = min(self._sent.get(each, 0) for each in range(processes))
+        if low == end:  # all sent: the list itself goes (one process: every time)
+            self._fps, self._base = [], end
+            return self.token, self.epoch, fps[start:] if start else fps
+        if low > base:
+            self._fps, self._base = fps[low - base :], low
+        return self.token, self.epoch, fps[start:]  # a copy: the kept list grows
 
 
 # A parser process's sets: token -> (epoch, fingerprints).

@@ -77,9 +77,19 @@ class ParserProcesses:
     def submit(self, *message: Any) -> asyncio.Future[Any]:
         """``(function, *args)`` to the least busy process; the future gets its result,
         or ParserBroken if the process died first."""
+        return self.submit_to(self.least_busy(), *message)
+
+    def least_busy(self) -> int:
+        """The slot of the process with the fewest messages waiting: 0 to
+        ``processes`` - 1 (a process that died is replaced in its slot)."""
         self.start()
-        pipe = min(self._pipes, key=lambda each: len(each.waiting))
-        return pipe.submit(message)
+        pipes = self._pipes
+        return min(range(len(pipes)), key=lambda slot: len(pipes[slot].waiting))
+
+    def submit_to(self, slot: int, *message: Any) -> asyncio.Future[Any]:
+        """``(function, *args)`` to the process in ``slot``, as ``submit``."""
+        self.start()
+        return self._pipes[slot].submit(message)
 
     def submit_to_each(self, *message: Any) -> list[asyncio.Future[Any]]:
         """``(function, *args)`` to every process (a job's warm-up: analysis.py)."""
@@ -101,9 +111,11 @@ class ParserProcesses:
         """A process died: a new one takes its place (batches already failed)."""
         log.error("page analysis crashed in a parser process; restarted it")
         if pipe in self._pipes:
-            self._pipes.remove(pipe)
+            slot = self._pipes.index(pipe)
             if self._loop is not None and not self._loop.is_closed():
-                self._pipes.append(ParserPipe(self._loop, _start_process, self._broken))
+                self._pipes[slot] = ParserPipe(self._loop, _start_process, self._broken)
+            else:
+                del self._pipes[slot]
 
     def register(self, config_json: str, scope_hosts: list[str]) -> SetupRef:
         """Keep a job's analysis setup where the processes can read it; its reference."""

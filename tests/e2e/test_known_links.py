@@ -7,6 +7,7 @@ nofollow, repeat their navigation and link binary files."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from trawler.config import CrawlConfig
 from trawler.discovery import Discovery
 from trawler.engine import Crawler
 from trawler.linkfilter import LinkFilter
+from trawler.parsers import ParserProcesses
 from trawler.provenance import Found
 from trawler.records import CrawlRequest
 from trawler.services import Services
@@ -86,9 +88,22 @@ def decisions(db: Path) -> Decisions:
     return urls, counters, provenance
 
 
-def test_leaving_known_links_out_decides_every_url_alike(one_host: Served, tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [1, 2])
+def test_leaving_known_links_out_decides_every_url_alike(
+    one_host: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    """Two processes take the batches in turn, as busy ones would (one host here
+    leaves the first idle for each): each is told all of the run's news. Told only
+    what went with its own batches, as before, 142 links reached the loop, not 69."""
     inline, carried_inline = crawl(one_host, tmp_path / "inline", 0)
-    told, carried_told = crawl(one_host, tmp_path / "told", 1)
+    turns = itertools.count()
+
+    def in_turn(self: ParserProcesses) -> int:
+        self.start()
+        return next(turns) % self.processes
+
+    monkeypatch.setattr(ParserProcesses, "least_busy", in_turn)
+    told, carried_told = crawl(one_host, tmp_path / "told", processes)
     urls, counters, provenance = told
     assert len(urls) > 30 and counters["rejected.robots"] > 0  # a web worth comparing
     assert told == inline

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from trawler import knownlinks
@@ -99,6 +101,40 @@ def test_the_runs_held_share_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(known_of(second.take())) == 6
 
 
+def test_each_process_is_sent_everything_told() -> None:
+    """Batches go to whichever process is least busy: each learns every
+    fingerprint, with the next batch it is sent, once."""
+    run = KnownNews()
+    run.tell([1, 2], (0, 0))
+    assert run.take(0, 2)[2] == [1, 2]
+    run.tell([3], (0, 0))
+    assert run.take(0, 2)[2] == [3]
+    assert run.take(1, 2)[2] == [1, 2, 3]  # its first batch: all of the epoch
+    assert run.take(1, 2)[2] == run.take(0, 2)[2] == []
+    run.tell([4], (0, 0))
+    assert run.take(1, 2)[2] == [4]
+    run.tell([5], (1, 0))  # a new epoch: each is sent only what came after
+    assert run.take(0, 2)[1:] == (2, [5])
+    assert run.take(1, 2)[1:] == (2, [5])
+
+
+def test_news_kept_for_a_process_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process sent no batch for long misses the oldest; what every process
+    has been sent is not kept."""
+    monkeypatch.setattr(knownlinks, "KNOWN_MAX", 3)
+    run = KnownNews()
+    run.tell([1, 2], (0, 0))
+    assert run.take(0, 2)[2] == [1, 2]
+    run.tell([3, 4, 5], (0, 0))
+    assert run.take(1, 2)[2] == [3, 4, 5]
+    assert run.take(0, 2)[2] == [3, 4, 5]
+    run.tell([6], (0, 0))
+    assert run.take(0, 2)[2] == run.take(1, 2)[2] == [6]
+    sent = run.take(0, 1)[2]
+    run.tell([7], (0, 0))  # a list sent is not added to afterwards
+    assert sent == []
+
+
 def test_a_run_forgotten_starts_again() -> None:
     run = KnownNews()
     run.tell([1], (0, 0))
@@ -140,6 +176,32 @@ async def test_a_parser_process_leaves_out_what_its_run_was_told() -> None:
     finally:
         run.close()
         twin.close()
+        parsers.close()
+
+
+async def test_every_parser_process_leaves_out_what_the_run_was_told() -> None:
+    """Two parser processes: a batch goes to the least busy one, and each leaves out
+    every link told, whichever process the batch that followed the telling went to."""
+    parsers = ParserProcesses(2)
+    run = AnalysisPool(CrawlConfig(), 2, parsers)
+    run.start([HOST])
+    try:
+        await asyncio.gather(*parsers.submit_to_each(eval, "0"))  # both warm, both idle
+        run.tell_known([fp("/a")], (0, 0))
+        assert await requested(run, "/a", "/b", "/c") == ["/b", "/c"]  # to process 0
+        run.tell_known([fp("/b")], (0, 0))
+        # Two batches at once: the first to process 0, the second to process 1.
+        first = asyncio.ensure_future(requested(run, "/a", "/b", "/c"))
+        await asyncio.sleep(0)
+        run._submit()
+        second = asyncio.ensure_future(requested(run, "/a", "/b", "/d"))
+        await asyncio.sleep(0)
+        run._submit()
+        assert await first == ["/c"]
+        assert await second == ["/d"]
+        assert [await parsers.submit_to(slot, eval, HELD) for slot in (0, 1)] == [1, 1]
+    finally:
+        run.close()
         parsers.close()
 
 
