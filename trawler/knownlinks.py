@@ -33,9 +33,11 @@ dropped when the run ends (``forget``). With several parser processes, each
 learns every fingerprint told, with the next batch it is sent (a page's links
 go to whichever process is least busy, not to the one its site's news went
 to): the loop keeps what some process has not been sent yet, at most
-``KNOWN_MAX`` of the epoch's latest, so a process sent no batch for that long
-misses the oldest. A process that misses news only answers with more links, as
-before this module: nothing it leaves out is unknown to the loop.
+``KNOWN_MAX`` to ``2 * KNOWN_MAX`` of the epoch's latest, and sends a process at
+most the newest ``KNOWN_MAX``: one sent no batch for that long (a tie goes to the
+first process, so under a light load the others wait) misses the oldest. A process
+that misses news only answers with more links, as before this module: nothing it
+leaves out is unknown to the loop.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ class KnownNews:
             self.epoch += 1
             self._fps, self._base, self._sent = [], 0, {}
         self._fps.extend(fps)
-        over = len(self._fps) - KNOWN_MAX
-        if over > 0:  # a process long without a batch: it misses the oldest
+        if len(self._fps) > 2 * KNOWN_MAX:  # a process long without a batch misses the
+            over = len(self._fps) - KNOWN_MAX  # oldest: cut now and then, not each time
             self._fps = self._fps[over:]
             self._base += over
 
@@ -89,7 +91,8 @@ class KnownNews:
         batch: what it has not been sent of this epoch."""
         fps, base = self._fps, self._base
         end = base + len(fps)
-        start = max(self._sent.get(process, 0) - base, 0)  # behind the bound: what is kept
+        # Behind: at most the newest KNOWN_MAX (what a process's set may hold).
+        start = max(self._sent.get(process, 0) - base, len(fps) - KNOWN_MAX, 0)
         self._sent[process] = end
         # What every process has been sent is kept no longer.
         low = min(self._sent.get(each, 0) for each in range(processes))

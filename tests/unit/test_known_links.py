@@ -126,12 +126,17 @@ def test_news_kept_for_a_process_is_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     run.tell([1, 2], (0, 0))
     assert run.take(0, 2)[2] == [1, 2]
     run.tell([3, 4, 5], (0, 0))
-    assert run.take(1, 2)[2] == [3, 4, 5]
+    assert run.take(1, 2)[2] == [3, 4, 5]  # the newest 3 at most
     assert run.take(0, 2)[2] == [3, 4, 5]
     run.tell([6], (0, 0))
     assert run.take(0, 2)[2] == run.take(1, 2)[2] == [6]
+    for fp in range(7, 20):  # process 1 idle: what is kept for it stays under 2 × 3
+        run.tell([fp], (0, 0))
+        assert run.take(0, 2)[2] == [fp]
+        assert len(run._fps) <= 6
+    assert run.take(1, 2)[2] == [17, 18, 19]
     sent = run.take(0, 1)[2]
-    run.tell([7], (0, 0))  # a list sent is not added to afterwards
+    run.tell([20], (0, 0))  # a list sent is not added to afterwards
     assert sent == []
 
 
