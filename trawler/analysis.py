@@ -34,13 +34,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Container, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -61,8 +57,14 @@ from trawler.heap import keep_heap_top
 from trawler.knownlinks import KnownNews, News, Stamp, forget, known_of
 from trawler.linkfilter import LinkFilter
 from trawler.outcome import HTML_TYPES, page_outcome, sniffed_type
-from trawler.parserpipe import ParserBroken
-from trawler.parsers import ParserProcesses, SetupRef, answer_unused, new_pool
+from trawler.parserpipe import ParserBroken, ParserPipe
+from trawler.parsers import (
+    ParserProcesses,
+    SetupRef,
+    answer_unused,
+    exit_code,
+    start_parser_process,
+)
 from trawler.records import CrawlRequest, FetchResult, PageRecord
 from trawler.scope import Scope, TrapRules
 from trawler.sitemapflow import sitemap_outcome
@@ -231,6 +233,10 @@ def analyse_sitemap_limited(setup: SetupRef, item: PageItem) -> tuple:
     return requests, found.listed, dict(found.counters), dict(found.rejected), found.skipped
 
 
+def _next_starts_anew(_pipe: ParserPipe) -> None:
+    """The suspects' process died: the next suspect starts another (``_analyse_alone``)."""
+
+
 Waiting = tuple[CrawlRequest, FetchResult, "asyncio.Future[Analysis]"]
 
 
@@ -265,7 +271,7 @@ class AnalysisPool:
         self._timer: asyncio.TimerHandle | None = None
         self._suspects: deque[Waiting] = deque()  # pages of a batch that broke the pool
         self._isolating: asyncio.Task[None] | None = None
-        self._alone: ProcessPoolExecutor | None = None  # one process, one suspect at a time
+        self._alone: ParserPipe | None = None  # one process, one suspect at a time
         self._known = KnownNews()  # links taken, for the processes (knownlinks.py)
 
     def start(self, scope_hosts: list[str]) -> None:
@@ -356,31 +362,31 @@ class AnalysisPool:
                 future.set_exception(exc)
 
     async def _analyse_alone(self, request: CrawlRequest, result: FetchResult) -> Analysis:
-        loop = asyncio.get_running_loop()
-        if self._alone is None:
-            self._alone = new_pool(1)
-            await loop.run_in_executor(self._alone, os.getpid)  # started: not part of the time
-        started = time.monotonic()
+        if self._alone is None or not self._alone.open:
+            loop = asyncio.get_running_loop()
+            self._alone = ParserPipe(loop, start_parser_process, _next_starts_anew)
+        alone = self._alone
         lite = replace(result, raw_body=b"", subresources=[])  # it parses the decoded body only
         try:
-            return await loop.run_in_executor(
-                self._alone, analyse_limited, self._setup, request, lite
-            )
-        except BrokenProcessPool:
-            self._alone.shutdown(wait=False, cancel_futures=True)
-            self._alone = None
-        # CPU time never exceeds wall time: a break this late is the CPU limit.
-        if time.monotonic() - started >= self.config.parse_time_limit_s:
+            return await alone.submit((analyse_limited, self._setup, request, lite))
+        except ParserBroken:
+            pass
+        # How it ended says why: SIGPROF is the CPU limit (analyse_limited), anything
+        # else a crash. Before, a break later than the limit in wall time was taken
+        # for the limit and an earlier one for a crash; CI once saw a page over the
+        # limit reported as a crash (issue 14, session 45).
+        code = await asyncio.get_running_loop().run_in_executor(None, exit_code, alone.process)
+        if code == -signal.SIGPROF:
             error, detail = "parse_too_complex", "over the parser's CPU time limit"
         else:
-            error, detail = "parse_crash", "the HTML parser crashed"
+            error, detail = "parse_crash", f"the HTML parser crashed (exit code {code})"
         log.error("page analysis failed on %s: %s", request.url, detail)
         return analyse(self.analyser, request, replace(result, error=error, error_detail=detail))
 
     def close(self) -> None:
         """Shut down its own processes; the shared ones stay for the other jobs."""
         if self._alone is not None:
-            self._alone.shutdown(wait=False, cancel_futures=True)
+            self._alone.close()
         if self._parsers is not None and self._own_parsers:
             self._parsers.close()
         elif self._parsers is not None and self._started:  # the others' go on: drop its set

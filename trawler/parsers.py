@@ -30,7 +30,6 @@ import threading
 import time
 import types
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -72,7 +71,7 @@ class ParserProcesses:
             self._close_pipes()
             self._loop = loop
         while len(self._pipes) < self.processes:
-            self._pipes.append(ParserPipe(loop, _start_process, self._broken))
+            self._pipes.append(ParserPipe(loop, start_parser_process, self._broken))
 
     def submit(self, *message: Any) -> asyncio.Future[Any]:
         """``(function, *args)`` to the least busy process; the future gets its result,
@@ -113,7 +112,7 @@ class ParserProcesses:
         if pipe in self._pipes:
             slot = self._pipes.index(pipe)
             if self._loop is not None and not self._loop.is_closed():
-                self._pipes[slot] = ParserPipe(self._loop, _start_process, self._broken)
+                self._pipes[slot] = ParserPipe(self._loop, start_parser_process, self._broken)
             else:
                 del self._pipes[slot]
 
@@ -149,10 +148,12 @@ def answer_unused(done: asyncio.Future[Any]) -> None:
         done.exception()  # retrieved: asyncio logs no "never retrieved"
 
 
-def _start_process(inbox: Connection, outbox: Connection) -> BaseProcess:
+def start_parser_process(inbox: Connection, outbox: Connection) -> BaseProcess:
     # spawn: a clean child (not a fork of a process with threads and a loop), and a
     # direct child, so it can tell when the crawler is gone. SIGINT ignored while it
-    # starts: new_pool says why.
+    # starts: a child inherits that across exec and Python then installs no
+    # KeyboardInterrupt handler, so a Ctrl-C to the terminal's process group cannot
+    # interrupt it even before start_process runs.
     context = multiprocessing.get_context("spawn")
     process = context.Process(target=_serve, args=(os.getpid(), inbox, outbox),
                               name="trawler-parser", daemon=True)  # fmt: skip
@@ -166,28 +167,17 @@ def _serve(parent_pid: int, inbox: Connection, outbox: Connection) -> None:
     serve(inbox, outbox)
 
 
-def new_pool(processes: int) -> ProcessPoolExecutor:
-    """Processes for ``run_in_executor`` (a suspect page alone: analysis.py)."""
-    # spawn: a clean child (not a fork of a process with threads and a loop),
-    # and a direct child, so it can tell when the crawler is gone.
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(
-        processes, mp_context=context, initializer=start_process, initargs=(os.getpid(),)
-    )
-    with _sigint_ignored(), _main_module_hidden():
-        # Start every process now, SIGINT ignored: a child inherits that across
-        # exec and Python then installs no KeyboardInterrupt handler, so a
-        # Ctrl-C to the terminal's process group cannot interrupt a child even
-        # while it starts (before the initializer runs). One task each: the pool
-        # starts a process per task while none is idle.
-        for _ in range(processes):
-            pool.submit(os.getpid)
-    return pool
+def exit_code(process: BaseProcess, wait_s: float = 5.0) -> int | None:
+    """How a process that closed its pipes ended (blocking, off the loop): its exit
+    code, minus the signal's number when a signal ended it; None if it is still
+    running after ``wait_s``."""
+    process.join(wait_s)
+    return process.exitcode
 
 
 def start_process(parent_pid: int) -> None:
-    """Pool process start-up: leave when the crawler dies (kill -9 included), instead
-    of waiting forever on a queue nobody will write to. Ctrl-C is the parent's to
+    """Parser process start-up: leave when the crawler dies (kill -9 included), instead
+    of waiting forever on a pipe nobody will write to. Ctrl-C is the parent's to
     handle: it stops the crawl, which shuts the pool down. And the C heap's top kept
     (heap.py): the pages' parse trees come and go there."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

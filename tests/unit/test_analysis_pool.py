@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import signal
 import sys
 import time
 import types
@@ -110,6 +111,45 @@ async def test_a_page_that_kills_its_parser_process_costs_that_page_only(
         after = await asyncio.wait_for(pool.analyse(*page(3)), 30)
         assert after.outcome.page.title == "3"
         assert [r.url for r in after.requests] == ["http://a.test/4"]
+    finally:
+        pool.close()
+
+
+async def test_the_cpu_limit_is_told_by_how_the_process_ended_not_by_the_clock() -> None:
+    """The suspect's process ends by SIGPROF: over the limit, however soon the crawl
+    process saw it. Before, a break sooner in wall time than the limit was called a
+    crash; here the crawl process's limit is 100 s (the parser's, from the job's
+    setup, stays 0.1 s), and the old rule said parse_crash (CI saw it at 0.1 s)."""
+    costly = ("<body>" + "<div>" * 4000 + "<div></div>" * 45_000).encode()
+    pool = AnalysisPool(CrawlConfig(parse_time_limit_s=0.1), 1)
+    pool.start(["a.test"])
+    pool.config = CrawlConfig(parse_time_limit_s=100)
+    try:
+        request, result = page(0)
+        result.body = costly
+        found = await pool._analyse_alone(request, result)
+        assert found.outcome.page.error == "parse_too_complex"
+    finally:
+        pool.close()
+
+
+async def test_a_parser_process_killed_otherwise_is_a_crash_with_its_exit_code(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any other end (here SIGSEGV, as a crash in lexbor would be) is parse_crash,
+    and the log names how the process ended."""
+    pool = AnalysisPool(CrawlConfig(parse_time_limit_s=30), 1)
+    pool.start(["a.test"])
+    try:
+        analysing = asyncio.ensure_future(pool._analyse_alone(*page(0)))
+        await asyncio.sleep(0)  # the suspects' process is started
+        assert pool._alone is not None
+        os.kill(pool._alone.process.pid, signal.SIGSEGV)
+        found = await asyncio.wait_for(analysing, 30)
+        assert found.outcome.page.error == "parse_crash"
+        assert f"exit code {-signal.SIGSEGV}" in caplog.text
+        after = await asyncio.wait_for(pool._analyse_alone(*page(1)), 30)  # a new process
+        assert after.outcome.page.title == "1"
     finally:
         pool.close()
 
