@@ -29,6 +29,9 @@ class Request:
     host: str
     path: str
     status: int
+    # The request's number on its connection (nginx's $connection_requests): 1 on a
+    # new connection; 0 in logs written before the field.
+    connection_requests: int = 0
 
 
 @dataclass(slots=True)
@@ -40,6 +43,16 @@ class Politeness:
     gaps_below_delay: int  # start-to-start gaps shorter than the configured delay
     gaps_below_delay_2ms: int  # ... by more than the log's rounding (2 ms)
     max_in_flight_per_host: int  # overlapping requests on one host (must be 1)
+
+
+@dataclass(slots=True)
+class ConnectionReuse:
+    requests: int
+    on_new_connections: int  # nginx's $connection_requests is 1
+    # A host's requests that came less than idle_s after its previous one was done:
+    # its kept connection could have carried them (the crawler keeps one idle_s).
+    soon_after: int
+    soon_after_on_new_connections: int
 
 
 @dataclass(slots=True)
@@ -60,7 +73,12 @@ def read_log(path: Path) -> list[Request]:
             done_at, duration_s = float(entry["t"]), float(entry["rt"])
             requests.append(
                 Request(
-                    done_at - duration_s, done_at, entry["host"], entry["path"], entry["status"]
+                    done_at - duration_s,
+                    done_at,
+                    entry["host"],
+                    entry["path"],
+                    entry["status"],
+                    entry.get("cr", 0),
                 )
             )
     return requests
@@ -92,6 +110,27 @@ def check_politeness(requests: list[Request], delay_s: float) -> Politeness:
         gaps_below_delay=below,
         gaps_below_delay_2ms=below_2ms,
         max_in_flight_per_host=max_in_flight,
+    )
+
+
+def connection_reuse(requests: list[Request], idle_s: float = 15.0) -> ConnectionReuse:
+    """How many requests opened a connection, overall and where the host's kept one
+    could have been used (connectors.py ``IDLE_S``, 15 s)."""
+    by_host: dict[str, list[Request]] = defaultdict(list)
+    for request in requests:
+        by_host[request.host].append(request)
+    soon = soon_new = 0
+    for host_requests in by_host.values():
+        host_requests.sort(key=lambda r: r.arrived_at)
+        for before, after in zip(host_requests, host_requests[1:], strict=False):
+            if after.arrived_at - before.done_at < idle_s:
+                soon += 1
+                soon_new += after.connection_requests == 1
+    return ConnectionReuse(
+        requests=len(requests),
+        on_new_connections=sum(r.connection_requests == 1 for r in requests),
+        soon_after=soon,
+        soon_after_on_new_connections=soon_new,
     )
 
 
@@ -165,6 +204,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("log", type=Path)
     parser.add_argument("--delay", type=float, default=1.0, help="configured --delay (s)")
     parser.add_argument("--positions", action="store_true", help="mean gap by position")
+    parser.add_argument(
+        "--connections", action="store_true", help="requests that opened a connection"
+    )
     args = parser.parse_args(argv)
     requests = read_log(args.log)
     if not requests:
@@ -177,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{line.last_done - line.first_arrival:.1f} s; steady {steady:.0f} pages/s;"
         f" peak 5 s {peak_rate(line.page_done_times):.0f} pages/s"
     )
+    if args.connections:
+        print(json.dumps(asdict(connection_reuse(requests)), indent=2))
     if args.positions:
         print("position  hosts  mean gap s  at (median s)")
         for n, hosts, mean_gap, median_at in gaps_by_position(requests):

@@ -36,7 +36,8 @@ from trawler.sitegen import Site, SiteSpec  # noqa: E402
 LOG_FORMAT = (
     '\'{"t":$msec,"rt":$request_time,"host":"$server_addr:$server_port",'
     '"method":"$request_method","path":"$request_uri","request":"$request",'
-    '"status":$status,"bytes":$body_bytes_sent,"ua":"$http_user_agent"}\''
+    '"status":$status,"bytes":$body_bytes_sent,"ua":"$http_user_agent",'
+    '"cr":$connection_requests}\''
 )
 
 HTTP_BLOCK = """\

@@ -272,6 +272,9 @@ def build_report(args, cmd, run, stats, requests, nginx_s, machine_s) -> dict:  
         "status": stats["status"],
         "requests_logged": line.requests,
         "robots_requests": line.robots_requests,
+        # Requests that opened a connection (nginx's $connection_requests is 1), in all
+        # and where the host's kept one could have served (access_log.connection_reuse).
+        "connections": asdict(access_log.connection_reuse(requests)),
         "wall_s": round(run.wall_s, 2),
         "crawl_span_s": round(line.last_done - line.first_arrival, 2),
         # Before the first request (imports, seeds, parser processes) and after the

@@ -4,8 +4,7 @@ Each host's keep-alive connection was kept idle for 15 s whatever the number of
 hosts: with a descriptor limit of 256 (the hard limit, so the process cannot raise
 it) and 300 hosts, connections to new hosts failed with EMFILE ("Too many open
 files") and their pages ended as connect errors. The idle connections of a process
-are now bounded by what its descriptor limit leaves (connectors.py), the oldest
-closed first.
+are now bounded by what its descriptor limit leaves (connectors.py).
 """
 
 from __future__ import annotations

@@ -204,9 +204,10 @@ async def test_idle_connections_per_host_bounded() -> None:
         assert len(log.closed_by_client) == many - MAX_IDLE_PER_HOST
 
 
-async def test_idle_connections_of_the_process_bounded_oldest_closed_first() -> None:
-    """Past the process's bound on idle connections (from its descriptor limit), the
-    connection idle the longest is closed, whichever host it is to."""
+async def test_idle_connections_of_the_process_bounded_the_newest_closed() -> None:
+    """Past the process's bound on kept connections (from its descriptor limit), a
+    connection that goes idle is closed, whichever host it is to; those kept stay,
+    in use again or not."""
     async with (
         server(always(OK)) as (port_a, log_a),
         server(always(OK)) as (port_b, log_b),
@@ -216,10 +217,28 @@ async def test_idle_connections_of_the_process_bounded_oldest_closed_first() -> 
         for port in (port_a, port_b, port_c):
             assert (await f.fetch(f"http://127.0.0.1:{port}/1")).ok
         await settle()
-        assert (log_a.closed_by_client, log_b.closed_by_client) == ([0], [])
+        assert (log_a.closed_by_client, log_b.closed_by_client) == ([], [])
+        assert log_c.closed_by_client == [0]
         for port in (port_b, port_c, port_a):
             assert (await f.fetch(f"http://127.0.0.1:{port}/2")).ok
-    assert (log_a.connections, log_b.connections, log_c.connections) == (2, 1, 1)
+    assert (log_a.connections, log_b.connections, log_c.connections) == (1, 1, 2)
+
+
+async def test_hosts_taken_in_turn_past_the_bound_keep_their_connections() -> None:
+    """A crawl takes its hosts in turn: with more hosts than places, closing the
+    connection idle the longest (the next host's) would open one for every request,
+    9 here; the two hosts that hold a place keep theirs."""
+    async with (
+        server(always(OK)) as (port_a, log_a),
+        server(always(OK)) as (port_b, log_b),
+        server(always(OK)) as (port_c, log_c),
+        fetcher(Connectors(max_idle=2)) as f,
+    ):
+        for turn in range(3):
+            for port in (port_a, port_b, port_c):
+                assert (await f.fetch(f"http://127.0.0.1:{port}/{turn}")).ok
+                await settle()
+    assert (log_a.connections, log_b.connections, log_c.connections) == (1, 1, 3)
 
 
 def test_idle_bound_leaves_descriptors_for_connections_in_use_and_files() -> None:
