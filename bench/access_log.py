@@ -84,15 +84,22 @@ def read_log(path: Path) -> list[Request]:
     return requests
 
 
-def check_politeness(requests: list[Request], delay_s: float) -> Politeness:
-    """Start-to-start gaps per host, and overlap of requests to one host."""
+def _by_host(requests: list[Request]) -> dict[str, list[Request]]:
+    """Each host's requests in order of arrival."""
     by_host: dict[str, list[Request]] = defaultdict(list)
     for request in requests:
         by_host[request.host].append(request)
+    for host_requests in by_host.values():
+        host_requests.sort(key=lambda r: r.arrived_at)
+    return by_host
+
+
+def check_politeness(requests: list[Request], delay_s: float) -> Politeness:
+    """Start-to-start gaps per host, and overlap of requests to one host."""
     gaps = below = below_2ms = max_in_flight = 0
     min_gap: tuple[float, str] | None = None
+    by_host = _by_host(requests)
     for host, host_requests in by_host.items():
-        host_requests.sort(key=lambda r: r.arrived_at)
         max_in_flight = max(max_in_flight, _max_overlap(host_requests))
         for before, after in zip(host_requests, host_requests[1:], strict=False):
             gap = after.arrived_at - before.arrived_at
@@ -116,12 +123,8 @@ def check_politeness(requests: list[Request], delay_s: float) -> Politeness:
 def connection_reuse(requests: list[Request], idle_s: float = 15.0) -> ConnectionReuse:
     """How many requests opened a connection, overall and where the host's kept one
     could have been used (connectors.py ``IDLE_S``, 15 s)."""
-    by_host: dict[str, list[Request]] = defaultdict(list)
-    for request in requests:
-        by_host[request.host].append(request)
     soon = soon_new = 0
-    for host_requests in by_host.values():
-        host_requests.sort(key=lambda r: r.arrived_at)
+    for host_requests in _by_host(requests).values():
         for before, after in zip(host_requests, host_requests[1:], strict=False):
             if after.arrived_at - before.done_at < idle_s:
                 soon += 1

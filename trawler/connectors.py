@@ -76,9 +76,11 @@ class IdleLimit:
     frontier takes its hosts in turn, at the pace of their delays, so the host
     idle the longest is the one due next. On the 20,000-host benchmark with
     16,384 places, 94 % of the requests opened a connection that way, 74 % now
-    (bench/RESULTS.md, "Issue 14, session 46"): the hosts that hold a place keep
-    it, and only the others open one a request. Places free up as connections
-    close, so the hosts of a crawl's later phase take them within ``IDLE_S``.
+    (bench/RESULTS.md, "Issue 14, session 46"; on that slow machine a host's turn
+    came every ~18 s, past ``IDLE_S``, which closed most of the rest): the hosts
+    that hold a place keep it, and only the others open one a request. Places
+    free up as connections close, so the hosts of a crawl's later phase take them
+    within ``IDLE_S``.
     """
 
     __slots__ = ("_limit", "_in_use_limit", "_kept")
